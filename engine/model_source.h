@@ -1,0 +1,89 @@
+// What the engine sees of a model on disk, whatever its format.
+//
+// A GGUF file and a Hugging Face folder both load into a ModelSource: metadata under
+// GGUF's key names (general.architecture, llama.block_count, tokenizer.ggml.tokens, ...)
+// and tensors under GGUF's canonical names (token_embd.weight, blk.N.attn_q.weight, ...),
+// so architectures and the tokenizer are written once. The HF loader synthesizes the
+// GGUF keys from config.json and maps HF tensor names.
+//
+// Ownership: a ModelSource owns its file mappings; TensorInfo::data points into them and
+// lives as long as the ModelSource. Immutable after load: safe to read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
+#include "kernels/dtype.h"
+
+namespace spillway::engine {
+
+// A metadata array keeps its elements in the vector matching its element kind.
+struct MetaArray {
+  enum class Kind { Int, Float, Bool, String } kind = Kind::Int;
+  std::vector<int64_t> ints;        // every integer GGUF type (uint64 above INT64_MAX is rejected)
+  std::vector<double> floats;       // f32 / f64
+  std::vector<uint8_t> bools;
+  std::vector<std::string> strings;
+  size_t size() const;
+};
+
+using MetaValue = std::variant<int64_t, double, bool, std::string, MetaArray>;
+
+class Metadata {
+ public:
+  void set(std::string key, MetaValue value) { values_[std::move(key)] = std::move(value); }
+  const MetaValue* find(std::string_view key) const;
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+
+  // Typed look-ups: nullopt when the key is absent; an Error when present with the
+  // wrong type (the message names the key). get_int accepts any integer type,
+  // get_float any integer or float type.
+  Result<std::optional<int64_t>> get_int(std::string_view key) const;
+  Result<std::optional<double>> get_float(std::string_view key) const;
+  Result<std::optional<bool>> get_bool(std::string_view key) const;
+  Result<std::optional<std::string>> get_string(std::string_view key) const;
+  Result<const MetaArray*> get_array(std::string_view key) const;  // nullptr when absent
+
+  const std::map<std::string, MetaValue, std::less<>>& all() const { return values_; }
+
+ private:
+  std::map<std::string, MetaValue, std::less<>> values_;
+};
+
+struct TensorInfo {
+  std::string name;                // canonical (GGUF) name
+  kernels::DType type = kernels::DType::F32;
+  std::vector<int64_t> shape;      // GGUF order: shape[0] is the contiguous (row) length
+  const void* data = nullptr;      // mapped bytes, n_bytes long
+  uint64_t n_bytes = 0;
+  int file_index = 0;              // index into ModelSource::files()
+  uint64_t file_offset = 0;        // absolute byte offset of data in that file
+
+  int64_t n_elements() const;
+  int64_t rows() const;            // product of shape[1..]
+};
+
+class ModelSource {
+ public:
+  virtual ~ModelSource() = default;
+  // The path the user gave (GGUF file or HF folder); used in error messages.
+  virtual const std::string& path() const = 0;
+  // The files tensors live in (one GGUF, or each safetensors shard).
+  virtual const std::vector<std::string>& files() const = 0;
+  virtual const Metadata& metadata() const = 0;
+  virtual const std::vector<TensorInfo>& tensors() const = 0;
+  const TensorInfo* find_tensor(std::string_view name) const;
+};
+
+// Opens a GGUF file, or a Hugging Face folder (config.json + *.safetensors [+ index] +
+// tokenizer.json), chosen by what `path` is. Errors name the file and the tensor or key.
+Result<std::unique_ptr<ModelSource>> open_model_source(const std::string& path);
+
+}  // namespace spillway::engine

@@ -1,0 +1,62 @@
+// A fixed pool of kernel worker threads (physical-core sized) for data-parallel loops.
+//
+// Thread contract: parallel_for is called from one thread at a time (the engine
+// thread); it blocks until every chunk has run. The caller runs chunk 0 itself.
+// Workers sleep on a condition variable when idle (short spin first), so an idle server
+// burns no CPU. No allocation per call.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spillway::kernels {
+
+class ThreadPool {
+ public:
+  // n_threads >= 1 counts the calling thread: n_threads - 1 workers are started.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(thread_index) once on each of the size() threads (thread_index < size()),
+  // and returns when all have returned. fn must not throw.
+  template <class Fn>
+  void run_on_all(Fn&& fn) {
+    run_impl([](void* ctx, int t) { (*static_cast<Fn*>(ctx))(t); }, &fn);
+  }
+
+  // Splits [0, n) into size() contiguous ranges (some may be empty) and calls
+  // fn(begin, end) for each, in parallel.
+  template <class Fn>
+  void parallel_for(int64_t n, Fn&& fn) {
+    const int64_t nt = n_threads_;
+    run_on_all([&](int t) {
+      const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+      if (begin < end) fn(begin, end);
+    });
+  }
+
+ private:
+  using Task = void (*)(void* ctx, int thread_index);
+  void run_impl(Task task, void* ctx);
+  void worker_loop(int thread_index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  Task task_ = nullptr;
+  void* ctx_ = nullptr;
+  bool stop_ = false;
+};
+
+}  // namespace spillway::kernels
