@@ -38,12 +38,14 @@ using MetaValue = std::variant<int64_t, double, bool, std::string, MetaArray>;
 
 class Metadata {
  public:
+  // The model path, prefixed to error messages of the typed look-ups.
+  void set_source_name(std::string name) { source_name_ = std::move(name); }
   void set(std::string key, MetaValue value) { values_[std::move(key)] = std::move(value); }
   const MetaValue* find(std::string_view key) const;
   bool contains(std::string_view key) const { return find(key) != nullptr; }
 
   // Typed look-ups: nullopt when the key is absent; an Error when present with the
-  // wrong type (the message names the key). get_int accepts any integer type,
+  // wrong type (the message names the model and the key). get_int accepts any integer type,
   // get_float any integer or float type.
   Result<std::optional<int64_t>> get_int(std::string_view key) const;
   Result<std::optional<double>> get_float(std::string_view key) const;
@@ -54,6 +56,9 @@ class Metadata {
   const std::map<std::string, MetaValue, std::less<>>& all() const { return values_; }
 
  private:
+  Error wrong_type(std::string_view key, const MetaValue& v, std::string_view wanted) const;
+
+  std::string source_name_;
   std::map<std::string, MetaValue, std::less<>> values_;
 };
 

@@ -62,6 +62,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused between calls
   std::unordered_map<int32_t, int32_t> counts_;         // scratch
+  std::vector<float> raw_logits_;  // logits before bias/penalties, kept when logprobs are asked
 };
 
 // Natural-log softmax of the raw logits at `token`, and the top-n alternatives.

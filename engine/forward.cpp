@@ -1,0 +1,202 @@
+#include "engine/forward.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace spillway::engine {
+
+namespace {
+constexpr size_t kAlignFloats = 16;  // 64 bytes
+
+template <class T>
+T* align64(T* p) {
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<T*>((addr + 63) & ~uintptr_t{63});
+}
+}  // namespace
+
+void ForwardPass::AlignedBuffer::resize(size_t floats) {
+  if (storage.size() >= floats + kAlignFloats) return;
+  storage.assign(floats + kAlignFloats, 0.0f);
+  data = align64(storage.data());
+}
+
+ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& pool,
+                         int32_t max_batch_tokens, int32_t max_context)
+    : model_(model), cfg_(model.config()), kv_(kv), pool_(pool) {
+  ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
+}
+
+void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx) {
+  if (n_tokens > token_capacity_) {
+    token_capacity_ = n_tokens;
+    const size_t t = n_tokens;
+    x_.resize(t * cfg_.n_embd);
+    h_.resize(t * cfg_.n_embd);
+    q_.resize(t * cfg_.q_dim());
+    k_.resize(t * cfg_.kv_dim());
+    v_.resize(t * cfg_.kv_dim());
+    attn_.resize(t * cfg_.q_dim());
+    gate_.resize(t * cfg_.n_ff);
+    up_.resize(t * cfg_.n_ff);
+  }
+  if (n_logit_rows > logit_capacity_) {
+    logit_capacity_ = n_logit_rows;
+    final_rows_.resize(size_t(n_logit_rows) * cfg_.n_embd);
+    logits_.resize(size_t(n_logit_rows) * cfg_.n_vocab);
+  }
+  if (max_ctx > context_capacity_) {
+    context_capacity_ = max_ctx;
+    attention_scratch_.resize(size_t(pool_.size()) * (max_ctx + kAlignFloats));
+  }
+  // Matmul scratch for the largest matmul of a step, of either token count.
+  size_t need = 0;
+  const int64_t m = std::max(token_capacity_, logit_capacity_);
+  for (const LayerWeights& l : model_.layers()) {
+    for (const kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      need = std::max(need, kernels::matmul_scratch_bytes(*w, m));
+    }
+  }
+  need = std::max(need, kernels::matmul_scratch_bytes(model_.output(), m));
+  if (need > matmul_scratch_bytes_) {
+    matmul_scratch_bytes_ = need;
+    matmul_scratch_storage_.assign(need + 64, 0);
+    matmul_scratch_ = align64(matmul_scratch_storage_.data());
+  }
+}
+
+void ForwardPass::matmul(const kernels::WeightMatrix& w, const float* x, int64_t m, float* y) {
+  kernels::matmul(w, x, m, y, matmul_scratch_, pool_);
+}
+
+std::span<const float> ForwardPass::execute(const ForwardBatch& batch) {
+  const auto n_tokens = static_cast<int32_t>(batch.tokens.size());
+  const auto n_logits = static_cast<int32_t>(batch.logit_rows.size());
+  if (n_tokens == 0) return {};
+
+  int64_t max_ctx = 0;
+  token_sequence_.resize(n_tokens);
+  token_position_.resize(n_tokens);
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const BatchSequence& seq = batch.sequences[s];
+    assert(seq.first_token >= 0 && seq.first_token + seq.n_tokens <= n_tokens);
+    assert(static_cast<int64_t>(seq.block_table.size()) * kv_.block_size() >=
+           seq.start_position + seq.n_tokens);
+    for (int32_t i = 0; i < seq.n_tokens; ++i) {
+      token_sequence_[seq.first_token + i] = static_cast<int32_t>(s);
+      token_position_[seq.first_token + i] = seq.start_position + i;
+    }
+    max_ctx = std::max(max_ctx, seq.start_position + seq.n_tokens);
+  }
+  ensure_capacity(n_tokens, n_logits, max_ctx);
+
+  // Embeddings.
+  const kernels::WeightMatrix& embd = model_.token_embedding();
+  const int64_t embd_row_bytes = kernels::row_bytes(embd.type, cfg_.n_embd);
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    const int32_t id = batch.tokens[t];
+    assert(id >= 0 && id < cfg_.n_vocab);
+    kernels::dequantize_row(embd.type, static_cast<const uint8_t*>(embd.data) + id * embd_row_bytes,
+                            x_.data + size_t(t) * cfg_.n_embd, cfg_.n_embd);
+  }
+
+  for (int32_t l = 0; l < cfg_.n_layers; ++l) {
+    run_layer(l, model_.layers()[l], batch, n_tokens);
+  }
+
+  if (n_logits == 0) return {};
+  for (int32_t r = 0; r < n_logits; ++r) {
+    const int32_t t = batch.logit_rows[r];
+    assert(t >= 0 && t < n_tokens);
+    kernels::rms_norm(x_.data + size_t(t) * cfg_.n_embd, model_.output_norm(),
+                      final_rows_.data + size_t(r) * cfg_.n_embd, cfg_.n_embd, cfg_.rms_eps);
+  }
+  matmul(model_.output(), final_rows_.data, n_logits, logits_.data);
+  return {logits_.data, size_t(n_logits) * cfg_.n_vocab};
+}
+
+void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,
+                            int32_t n_tokens) {
+  const int32_t d = cfg_.n_embd, q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
+  const int32_t hd = cfg_.head_dim;
+
+  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      kernels::rms_norm(x_.data + t * d, w.attn_norm, h_.data + t * d, d, cfg_.rms_eps);
+    }
+  });
+  matmul(w.wq, h_.data, n_tokens, q_.data);
+  matmul(w.wk, h_.data, n_tokens, k_.data);
+  matmul(w.wv, h_.data, n_tokens, v_.data);
+
+  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* q = q_.data + t * q_dim;
+      float* k = k_.data + t * kv_dim;
+      float* v = v_.data + t * kv_dim;
+      if (w.bq) kernels::add_inplace(q, w.bq, q_dim);
+      if (w.bk) kernels::add_inplace(k, w.bk, kv_dim);
+      if (w.bv) kernels::add_inplace(v, w.bv, kv_dim);
+      if (w.q_norm) {
+        for (int32_t h = 0; h < cfg_.n_heads; ++h) kernels::rms_norm(q + h * hd, w.q_norm, q + h * hd, hd, cfg_.rms_eps);
+        for (int32_t h = 0; h < cfg_.n_kv_heads; ++h) kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, cfg_.rms_eps);
+      }
+      const float* factors = cfg_.rope_freq_factors.empty() ? nullptr : cfg_.rope_freq_factors.data();
+      const int64_t pos = token_position_[t];
+      kernels::rope(q, cfg_.n_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
+                    cfg_.rope_freq_scale, factors, cfg_.rope_style);
+      kernels::rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
+                    cfg_.rope_freq_scale, factors, cfg_.rope_style);
+      const BatchSequence& seq = batch.sequences[token_sequence_[t]];
+      kv_.write(layer_index, seq.block_table, pos, k, v);
+    }
+  });
+
+  attention(layer_index, batch, n_tokens);
+
+  matmul(w.wo, attn_.data, n_tokens, h_.data);
+  kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d);
+
+  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      kernels::rms_norm(x_.data + t * d, w.ffn_norm, h_.data + t * d, d, cfg_.rms_eps);
+    }
+  });
+  matmul(w.w_gate, h_.data, n_tokens, gate_.data);
+  matmul(w.w_up, h_.data, n_tokens, up_.data);
+  const int64_t ff_elems = int64_t(n_tokens) * cfg_.n_ff;
+  pool_.parallel_for(ff_elems, [&](int64_t begin, int64_t end) {
+    kernels::silu_mul(gate_.data + begin, up_.data + begin, gate_.data + begin, end - begin);
+  });
+  matmul(w.w_down, gate_.data, n_tokens, h_.data);
+  kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d);
+}
+
+void ForwardPass::attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens) {
+  const int32_t hd = cfg_.head_dim, n_kv = cfg_.n_kv_heads;
+  const int32_t group = cfg_.n_heads / n_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t n_tasks = int64_t(n_tokens) * n_kv;
+  const int n_threads = pool_.size();
+  const size_t scratch_stride = context_capacity_ + kAlignFloats;
+
+  pool_.run_on_all([&](int thread) {
+    const int64_t begin = n_tasks * thread / n_threads, end = n_tasks * (thread + 1) / n_threads;
+    float* scratch = attention_scratch_.data + thread * scratch_stride;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / n_kv;
+      const int32_t kv_head = static_cast<int32_t>(task % n_kv);
+      const BatchSequence& seq = batch.sequences[token_sequence_[t]];
+      const kernels::KvView k = kv_.k_view(layer_index, seq.block_table);
+      const kernels::KvView v = kv_.v_view(layer_index, seq.block_table);
+      const int64_t n_ctx = token_position_[t] + 1;  // causal
+      const size_t offset = size_t(t) * cfg_.q_dim() + size_t(kv_head) * group * hd;
+      kernels::attention(q_.data + offset, group, hd, k, v, kv_head, n_ctx, scale,
+                         attn_.data + offset, scratch);
+    }
+  });
+}
+
+}  // namespace spillway::engine

@@ -1,0 +1,68 @@
+// The forward pass of a decoder-only transformer over a multi-sequence batch.
+//
+// execute(batch): embed every token, run each layer (RMSNorm -> Q/K/V -> rope -> write
+// K/V into the paged cache -> attention per sequence -> output projection -> residual ->
+// RMSNorm -> SwiGLU MLP -> residual), then final norm and logits only for
+// batch.logit_rows. Every row is computed independently of the other rows in the batch,
+// so a sequence's results do not depend on what it is batched with.
+//
+// Thread contract: one thread calls execute() at a time (the engine thread); kernels
+// fan out on the ThreadPool. Workspaces are allocated at construction for
+// max_batch_tokens and max_context and only grow (never inside a step of a size seen before).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/batch.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "kernels/thread_pool.h"
+
+namespace spillway::engine {
+
+class ForwardPass {
+ public:
+  ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& pool,
+              int32_t max_batch_tokens, int32_t max_context);
+
+  // Returns logits [batch.logit_rows.size(), n_vocab], valid until the next call.
+  std::span<const float> execute(const ForwardBatch& batch);
+
+  const Model& model() const { return model_; }
+
+ private:
+  struct AlignedBuffer {
+    std::vector<float> storage;
+    float* data = nullptr;
+    void resize(size_t floats);
+  };
+
+  void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx);
+  void run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,
+                 int32_t n_tokens);
+  void attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens);
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t m, float* y);
+
+  const Model& model_;
+  const ModelConfig& cfg_;
+  KvCache& kv_;
+  kernels::ThreadPool& pool_;
+
+  int32_t token_capacity_ = 0;
+  int32_t logit_capacity_ = 0;
+  int64_t context_capacity_ = 0;
+  // Per token of the current batch: its sequence and position.
+  std::vector<int32_t> token_sequence_;
+  std::vector<int64_t> token_position_;
+
+  AlignedBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // [tokens, dim]
+  AlignedBuffer final_rows_, logits_;                   // [logit rows, dim|vocab]
+  AlignedBuffer attention_scratch_;                     // [threads, context]
+  std::vector<uint8_t> matmul_scratch_storage_;
+  void* matmul_scratch_ = nullptr;
+  size_t matmul_scratch_bytes_ = 0;
+};
+
+}  // namespace spillway::engine

@@ -1,0 +1,86 @@
+#include "engine/kv_cache.h"
+
+#include <cassert>
+#include <cstring>
+
+namespace spillway::engine {
+
+namespace {
+int64_t element_bytes(kernels::DType type) {
+  assert(type == kernels::DType::F16 || type == kernels::DType::F32);
+  return type == kernels::DType::F16 ? 2 : 4;
+}
+}  // namespace
+
+KvCache::KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+                 int32_t n_blocks, kernels::DType type)
+    : n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      block_size_(block_size),
+      n_blocks_(n_blocks),
+      type_(type),
+      elem_bytes_(element_bytes(type)),
+      token_elems_(int64_t{n_kv_heads} * head_dim),
+      layer_elems_(int64_t{n_blocks} * block_size * token_elems_) {
+  const size_t total = static_cast<size_t>(layer_elems_ * n_layers_ * elem_bytes_);
+  // Zeroed so that an unwritten row never holds NaN garbage (it is never read, but a
+  // zeroed pool keeps sanitizer and debugging runs deterministic).
+  k_.reset(new uint8_t[total]());
+  v_.reset(new uint8_t[total]());
+}
+
+int64_t KvCache::bytes_per_token(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
+                                 kernels::DType type) {
+  return 2 * int64_t{n_layers} * n_kv_heads * head_dim * element_bytes(type);
+}
+
+uint8_t* KvCache::row(uint8_t* base, int32_t layer, std::span<const int32_t> block_table,
+                      int64_t position) const {
+  const int64_t block_index = position / block_size_;
+  assert(block_index < static_cast<int64_t>(block_table.size()));
+  const int32_t block = block_table[block_index];
+  assert(block >= 0 && block < n_blocks_);
+  const int64_t elem = layer * layer_elems_ +
+                       (int64_t{block} * block_size_ + position % block_size_) * token_elems_;
+  return base + elem * elem_bytes_;
+}
+
+void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
+                    const float* k, const float* v) {
+  uint8_t* k_row = row(k_.get(), layer, block_table, position);
+  uint8_t* v_row = row(v_.get(), layer, block_table, position);
+  if (type_ == kernels::DType::F32) {
+    std::memcpy(k_row, k, token_elems_ * sizeof(float));
+    std::memcpy(v_row, v, token_elems_ * sizeof(float));
+    return;
+  }
+  auto* k16 = reinterpret_cast<uint16_t*>(k_row);
+  auto* v16 = reinterpret_cast<uint16_t*>(v_row);
+  for (int64_t i = 0; i < token_elems_; ++i) {
+    k16[i] = kernels::fp32_to_fp16(k[i]);
+    v16[i] = kernels::fp32_to_fp16(v[i]);
+  }
+}
+
+kernels::KvView KvCache::view(const uint8_t* base, int32_t layer,
+                              std::span<const int32_t> block_table) const {
+  kernels::KvView view;
+  view.type = type_;
+  view.data = base + layer * layer_elems_ * elem_bytes_;
+  view.block_table = block_table.data();
+  view.block_size = block_size_;
+  view.block_stride = int64_t{block_size_} * token_elems_;
+  view.token_stride = token_elems_;
+  return view;
+}
+
+kernels::KvView KvCache::k_view(int32_t layer, std::span<const int32_t> block_table) const {
+  return view(k_.get(), layer, block_table);
+}
+
+kernels::KvView KvCache::v_view(int32_t layer, std::span<const int32_t> block_table) const {
+  return view(v_.get(), layer, block_table);
+}
+
+}  // namespace spillway::engine

@@ -1,0 +1,55 @@
+// Paged KV storage: a fixed pool of blocks, each holding block_size token rows of K and V
+// for every layer. Which sequence owns which block is the scheduler's business
+// (scheduler/kv_block_manager.h); the engine only reads and writes through block tables.
+//
+// Layout per layer and for K and V separately:
+//   [n_blocks][block_size][n_kv_heads][head_dim] elements of `type` (F16 or F32).
+// Thread contract: the forward writes rows of the tokens it computes and reads rows of
+// their contexts; callers guarantee no two sequences in flight share a block being written.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/kernels.h"
+
+namespace spillway::engine {
+
+class KvCache {
+ public:
+  KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+          int32_t n_blocks, kernels::DType type = kernels::DType::F16);
+
+  // Bytes one token row takes across all layers, K and V.
+  static int64_t bytes_per_token(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
+                                 kernels::DType type);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  int64_t bytes() const { return 2 * layer_elems_ * n_layers_ * elem_bytes_; }
+
+  // Stores k and v ([n_kv_heads * head_dim] floats each) of the token at `position` of the
+  // sequence whose blocks are block_table.
+  void write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
+             const float* k, const float* v);
+
+  kernels::KvView k_view(int32_t layer, std::span<const int32_t> block_table) const;
+  kernels::KvView v_view(int32_t layer, std::span<const int32_t> block_table) const;
+
+ private:
+  uint8_t* row(uint8_t* base, int32_t layer, std::span<const int32_t> block_table,
+               int64_t position) const;
+  kernels::KvView view(const uint8_t* base, int32_t layer,
+                       std::span<const int32_t> block_table) const;
+
+  int32_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
+  kernels::DType type_;
+  int64_t elem_bytes_;
+  int64_t token_elems_;   // n_kv_heads * head_dim
+  int64_t layer_elems_;   // n_blocks * block_size * token_elems
+  std::unique_ptr<uint8_t[]> k_;
+  std::unique_ptr<uint8_t[]> v_;
+};
+
+}  // namespace spillway::engine
