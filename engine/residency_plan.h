@@ -1,0 +1,74 @@
+// Which decoder layers stay in memory and which are streamed from disk each step, under a
+// memory budget (DESIGN.md, "The four ideas" §1).
+//
+//   resident layers N = floor((budget - non-layer - staging - runtime reserve - KV reserve)
+//                             / bytes per layer * safety)
+//
+// budget: --memory-budget, or "auto" = what the memory probe says is available at start
+// (the cgroup limit minus its working set, or MemAvailable without a limit). staging: the
+// streaming buffers (prefetch depth + 1 layers), only when some layer is streamed. KV
+// reserve by priority: max-throughput 512 tokens, balanced 1024, max-context the whole
+// context. The non-layer set (embeddings, final norm, output) is always resident.
+//
+// Pure arithmetic: no I/O; the caller supplies sizes and the memory reading.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace spillway::engine {
+
+enum class ResidencyPriority { MaxThroughput, Balanced, MaxContext };
+enum class ResidencyPlacement { First, Last, Interleaved };
+
+struct ResidencyOptions {
+  std::optional<int64_t> memory_budget_bytes;  // nullopt: auto
+  ResidencyPriority priority = ResidencyPriority::Balanced;
+  double safety_factor = 0.9;
+  // nullopt: as many as the budget allows ("auto"); a number: exactly that many (clamped
+  // to the layer count; "all" is the layer count).
+  std::optional<int32_t> resident_layers;
+  ResidencyPlacement placement = ResidencyPlacement::First;
+  int32_t prefetch_depth = 2;  // streamed layers read ahead of the one computing
+};
+
+struct ResidencySizes {
+  int64_t non_layer_bytes = 0;
+  std::vector<int64_t> layer_bytes;   // per decoder layer, as held in memory
+  int64_t kv_bytes_per_token = 0;
+  int32_t context_tokens = 0;         // the full context, for max-context
+  int64_t runtime_reserve_bytes = 0;  // activations, logits, tokenizer, allocator slack
+};
+
+struct ResidencyPlan {
+  int64_t budget_bytes = 0;
+  bool budget_is_auto = false;
+  std::vector<bool> resident;          // per layer
+  int32_t resident_layers = 0;
+  int32_t streamed_layers = 0;
+  int64_t non_layer_bytes = 0;
+  int64_t resident_layer_bytes = 0;    // sum over resident layers
+  int64_t staging_bytes = 0;           // 0 when nothing is streamed
+  int64_t kv_reserve_bytes = 0;
+  int64_t runtime_reserve_bytes = 0;
+  int64_t streamed_bytes_per_step = 0; // read from disk by every forward step
+};
+
+Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const ResidencyOptions& options,
+                                     int64_t auto_budget_bytes);
+
+// The layers a placement keeps resident when n of n_layers fit.
+std::vector<bool> place_resident_layers(int32_t n_layers, int32_t n, ResidencyPlacement placement);
+
+// Flag spellings: "max-throughput" | "balanced" | "max-context"; "first" | "last" |
+// "interleaved".
+std::optional<ResidencyPriority> parse_residency_priority(std::string_view text);
+std::optional<ResidencyPlacement> parse_residency_placement(std::string_view text);
+std::string_view residency_placement_name(ResidencyPlacement p);
+
+}  // namespace spillway::engine
