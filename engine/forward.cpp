@@ -24,8 +24,14 @@ void ForwardPass::AlignedBuffer::resize(size_t floats) {
 }
 
 ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& pool,
-                         int32_t max_batch_tokens, int32_t max_context)
-    : model_(model), cfg_(model.config()), kv_(kv), pool_(pool) {
+                         int32_t max_batch_tokens, int32_t max_context,
+                         LayerWeightSource* weights)
+    : model_(model),
+      cfg_(model.config()),
+      mapped_weights_(model),
+      weights_(weights ? weights : &mapped_weights_),
+      kv_(kv),
+      pool_(pool) {
   ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
 }
 
@@ -71,10 +77,10 @@ void ForwardPass::matmul(const kernels::WeightMatrix& w, const float* x, int64_t
   kernels::matmul(w, x, m, y, matmul_scratch_, pool_);
 }
 
-std::span<const float> ForwardPass::execute(const ForwardBatch& batch) {
+Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
   const auto n_tokens = static_cast<int32_t>(batch.tokens.size());
   const auto n_logits = static_cast<int32_t>(batch.logit_rows.size());
-  if (n_tokens == 0) return {};
+  if (n_tokens == 0) return std::span<const float>();
 
   int64_t max_ctx = 0;
   token_sequence_.resize(n_tokens);
@@ -93,7 +99,7 @@ std::span<const float> ForwardPass::execute(const ForwardBatch& batch) {
   ensure_capacity(n_tokens, n_logits, max_ctx);
 
   // Embeddings.
-  const kernels::WeightMatrix& embd = model_.token_embedding();
+  const kernels::WeightMatrix& embd = weights_->token_embedding();
   const int64_t embd_row_bytes = kernels::row_bytes(embd.type, cfg_.n_embd);
   for (int32_t t = 0; t < n_tokens; ++t) {
     const int32_t id = batch.tokens[t];
@@ -103,18 +109,21 @@ std::span<const float> ForwardPass::execute(const ForwardBatch& batch) {
   }
 
   for (int32_t l = 0; l < cfg_.n_layers; ++l) {
-    run_layer(l, model_.layers()[l], batch, n_tokens);
+    auto layer = weights_->acquire_layer(l);
+    if (!layer) return layer.error();
+    run_layer(l, **layer, batch, n_tokens);
+    weights_->release_layer(l);
   }
 
-  if (n_logits == 0) return {};
+  if (n_logits == 0) return std::span<const float>();
   for (int32_t r = 0; r < n_logits; ++r) {
     const int32_t t = batch.logit_rows[r];
     assert(t >= 0 && t < n_tokens);
     kernels::rms_norm(x_.data + size_t(t) * cfg_.n_embd, model_.output_norm(),
                       final_rows_.data + size_t(r) * cfg_.n_embd, cfg_.n_embd, cfg_.rms_eps);
   }
-  matmul(model_.output(), final_rows_.data, n_logits, logits_.data);
-  return {logits_.data, size_t(n_logits) * cfg_.n_vocab};
+  matmul(weights_->output(), final_rows_.data, n_logits, logits_.data);
+  return std::span<const float>(logits_.data, size_t(n_logits) * cfg_.n_vocab);
 }
 
 void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,

@@ -6,6 +6,11 @@
 // batch.logit_rows. Every row is computed independently of the other rows in the batch,
 // so a sequence's results do not depend on what it is batched with.
 //
+// Weights come from a LayerWeightSource: by default the model's file mapping; under a
+// memory budget a WeightResidency that streams some layers from disk. Each layer is
+// acquired before it runs and released after, so a streamed layer is read once per step
+// whatever the number of tokens in it.
+//
 // Thread contract: one thread calls execute() at a time (the engine thread); kernels
 // fan out on the ThreadPool. Workspaces are allocated at construction for
 // max_batch_tokens and max_context and only grow (never inside a step of a size seen before).
@@ -16,7 +21,9 @@
 #include <vector>
 
 #include "engine/batch.h"
+#include "common/result.h"
 #include "engine/kv_cache.h"
+#include "engine/layer_weight_source.h"
 #include "engine/model.h"
 #include "kernels/thread_pool.h"
 
@@ -24,11 +31,15 @@ namespace spillway::engine {
 
 class ForwardPass {
  public:
+  // weights: null for the model's own mapping; else must outlive the ForwardPass.
   ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& pool,
-              int32_t max_batch_tokens, int32_t max_context);
+              int32_t max_batch_tokens, int32_t max_context,
+              LayerWeightSource* weights = nullptr);
 
-  // Returns logits [batch.logit_rows.size(), n_vocab], valid until the next call.
-  std::span<const float> execute(const ForwardBatch& batch);
+  // Returns logits [batch.logit_rows.size(), n_vocab], valid until the next call. An Error
+  // only when a streamed layer could not be read (the KV of this step's tokens is then
+  // incomplete: the caller must not reuse it).
+  Result<std::span<const float>> execute(const ForwardBatch& batch);
 
   const Model& model() const { return model_; }
 
@@ -47,6 +58,8 @@ class ForwardPass {
 
   const Model& model_;
   const ModelConfig& cfg_;
+  MappedWeights mapped_weights_;
+  LayerWeightSource* weights_;
   KvCache& kv_;
   kernels::ThreadPool& pool_;
 

@@ -44,25 +44,29 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   std::vector<float> logits(n_vocab);
   ForwardBatch batch;
 
-  auto run_step = [&](std::span<const int32_t> tokens, int64_t start, bool want_logits) {
+  auto run_step = [&](std::span<const int32_t> tokens, int64_t start, bool want_logits) -> Status {
     batch.clear();
     batch.add_sequence(tokens.data(), static_cast<int32_t>(tokens.size()), start, block_table_);
     if (want_logits) batch.logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    std::span<const float> out = forward_.execute(batch);
-    if (want_logits) std::copy(out.begin(), out.begin() + n_vocab, logits.begin());
+    auto out = forward_.execute(batch);
+    if (!out) return out.error();
+    if (want_logits) std::copy(out->begin(), out->begin() + n_vocab, logits.begin());
+    return {};
   };
 
   auto start = std::chrono::steady_clock::now();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   for (int64_t pos = 0; pos < n_prompt; pos += options.prefill_chunk) {
     const int64_t n = std::min<int64_t>(options.prefill_chunk, n_prompt - pos);
-    run_step(prompt.subspan(pos, n), pos, pos + n == n_prompt);
+    SPILLWAY_TRY(run_step(prompt.subspan(pos, n), pos, pos + n == n_prompt));
   }
   result.prompt_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < options.max_tokens; ++i) {
-    if (i > 0) run_step(std::span<const int32_t>(&history.back(), 1), history.size() - 1, true);
+    if (i > 0) {
+      SPILLWAY_TRY(run_step(std::span<const int32_t>(&history.back(), 1), history.size() - 1, true));
+    }
     const SampledToken next = sampler.sample(logits.data(), n_vocab, history, prompt.size());
     if (options.stop_at_end_of_generation && tokenizer &&
         tokenizer->is_end_of_generation(next.token)) {

@@ -15,6 +15,20 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
+Status read_stream_unit(const std::vector<const DirectReader*>& files, const StreamUnit& unit,
+                        uint8_t* dst) {
+  for (const UnitRange& r : unit.ranges) {
+    assert(r.file_index >= 0 && r.file_index < static_cast<int32_t>(files.size()));
+    assert(r.buffer_offset % DirectReader::kAlignment == 0);
+    assert(r.buffer_offset + DirectReader::span_bytes(r.file_offset, r.bytes) <=
+           (unit.buffer_bytes + DirectReader::kAlignment - 1) / DirectReader::kAlignment *
+               DirectReader::kAlignment);
+    auto landed = files[r.file_index]->read(r.file_offset, r.bytes, dst + r.buffer_offset);
+    if (!landed) return landed.error();
+  }
+  return {};
+}
+
 WeightStreamer::WeightStreamer(std::vector<const DirectReader*> files, int32_t slots,
                                uint64_t slot_bytes)
     : files_(std::move(files)), slot_bytes_(slot_bytes), slots_(std::max(slots, 1)) {
@@ -52,17 +66,6 @@ void WeightStreamer::set_schedule(std::vector<const StreamUnit*> order) {
   io_wake_.notify_all();
 }
 
-Status WeightStreamer::read_unit(const StreamUnit& unit, uint8_t* dst) const {
-  for (const UnitRange& r : unit.ranges) {
-    assert(r.file_index >= 0 && r.file_index < static_cast<int32_t>(files_.size()));
-    assert(r.buffer_offset % DirectReader::kAlignment == 0);
-    assert(r.buffer_offset + DirectReader::span_bytes(r.file_offset, r.bytes) <= slot_bytes_);
-    auto landed = files_[r.file_index]->read(r.file_offset, r.bytes, dst + r.buffer_offset);
-    if (!landed) return landed.error();
-  }
-  return {};
-}
-
 void WeightStreamer::io_loop() {
   std::unique_lock lk(mu_);
   while (true) {
@@ -90,7 +93,7 @@ void WeightStreamer::io_loop() {
 
     lk.unlock();
     const auto start = Clock::now();
-    Status st = read_unit(*unit, slot.buffer.data.get());
+    Status st = read_stream_unit(files_, *unit, slot.buffer.data.get());
     const double seconds = seconds_between(start, Clock::now());
     lk.lock();
 

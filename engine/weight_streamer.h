@@ -43,6 +43,11 @@ struct StreamUnit {
   uint64_t buffer_bytes = 0;     // staging bytes this unit needs
 };
 
+// Reads every range of `unit` into dst (DirectReader::kAlignment-aligned, unit.buffer_bytes
+// long). Used by the streamer's I/O thread and for loading resident units.
+Status read_stream_unit(const std::vector<const DirectReader*>& files, const StreamUnit& unit,
+                        uint8_t* dst);
+
 struct StreamerStats {
   uint64_t bytes_read = 0;       // cumulative
   double read_seconds = 0;       // cumulative I/O thread time inside reads
@@ -86,7 +91,6 @@ class WeightStreamer {
 
   void io_loop();
   void restart_locked(size_t order_index);  // caller holds mu_
-  Status read_unit(const StreamUnit& unit, uint8_t* dst) const;
 
   std::vector<const DirectReader*> files_;
   uint64_t slot_bytes_;

@@ -66,7 +66,9 @@ TEST_P(ArchitectureTest, MatchesNaiveReferenceInChunks) {
     ForwardBatch batch;
     batch.add_sequence(tokens.data() + pos, static_cast<int32_t>(chunk), pos, blocks);
     for (size_t i = 0; i < chunk; ++i) batch.logit_rows.push_back(static_cast<int32_t>(i));
-    auto logits = forward.execute(batch);
+    auto result = forward.execute(batch);
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    const std::span<const float> logits = *result;
     for (size_t i = 0; i < chunk; ++i) {
       for (int32_t v = 0; v < n_vocab; ++v) {
         const double diff = std::abs(logits[i * n_vocab + v] - expected[pos + i][v]);

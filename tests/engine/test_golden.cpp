@@ -128,7 +128,9 @@ TEST_P(GoldenTest, TeacherForcedProbabilities) {
     for (size_t i = 0; i < c.tokens.size(); ++i) {
       batch.logit_rows.push_back(static_cast<int32_t>(c.prompt_tokens.size() + i - 1));
     }
-    std::span<const float> logits = forward.execute(batch);
+    auto result = forward.execute(batch);
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    const std::span<const float> logits = *result;
     ASSERT_EQ(logits.size(), c.tokens.size() * n_vocab);
 
     double worst = 0;
@@ -225,7 +227,9 @@ TEST_P(GoldenTest, BatchedGreedyEqualsAlone) {
       batch.add_sequence(history[s].data() + start, n, static_cast<int64_t>(start), tables[s]);
       batch.logit_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
     }
-    std::span<const float> logits = forward.execute(batch);
+    auto result = forward.execute(batch);
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    const std::span<const float> logits = *result;
     for (size_t s = 0; s < cases_.size(); ++s) {
       const int32_t next = argmax(logits.subspan(s * n_vocab, n_vocab));
       history[s].push_back(next);

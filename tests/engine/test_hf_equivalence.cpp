@@ -132,7 +132,9 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
   batch.add_sequence(tokens.data(), static_cast<int32_t>(tokens.size()), 0, {0, 1, 2, 3});
   for (size_t i = 0; i < tokens.size(); ++i) batch.logit_rows.push_back(static_cast<int32_t>(i));
   auto logits = forward.execute(batch);
-  return {logits.begin(), logits.end()};
+  EXPECT_TRUE(logits.ok()) << logits.error().message;
+  if (!logits.ok()) return {};
+  return {logits->begin(), logits->end()};
 }
 
 void expect_same_logits(const std::string& gguf_path, const fs::path& hf_dir) {
