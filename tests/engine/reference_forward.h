@@ -1,6 +1,8 @@
 // A deliberately naive double-precision transformer forward for tests: one sequence,
 // full recomputation, no KV cache, weights dequantized with kernels::dequantize_row (tested
-// against hand-computed blocks). It shares no code with engine/forward.cpp,
+// against hand-computed blocks). K and V are rounded to fp16 after rope, as the engine's
+// F16 KV cache stores them (that rounding is a documented property of the engine, not an
+// error to tolerate). It shares no code with engine/forward.cpp,
 // so agreement checks the engine's batching, paging, rope layouts, GQA, biases and
 // QK-norm against the textbook formulas.
 #pragma once
@@ -88,6 +90,8 @@ inline std::vector<std::vector<double>> reference_logits(const engine::Model& mo
         if (l.k_norm) rms_norm(k[t], h2 * hd, hd, l.k_norm, c.rms_eps);
         rope(k[t], h2 * hd, hd, c.rope_dim, t, c);
       }
+      for (double& x : k[t]) x = kernels::fp16_to_fp32(kernels::fp32_to_fp16(static_cast<float>(x)));
+      for (double& x : v[t]) x = kernels::fp16_to_fp32(kernels::fp32_to_fp16(static_cast<float>(x)));
     }
     for (size_t t = 0; t < T; ++t) {
       std::vector<double> attn(nh * hd, 0.0);

@@ -4,6 +4,7 @@
 // sequence is fed at once, in chunks, or token by token.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -19,9 +20,16 @@ namespace {
 struct ArchCase {
   const char* arch;
   kernels::DType type;
-  // Max |logit difference| (logits are ~±5): float rounding only for float weights; for
-  // quantized weights the engine also rounds activations to 8-bit blocks (as llama.cpp).
-  double tolerance;
+  // Bounds on |logit - reference| over 21 positions x 600 logits (logits are ~±8): its
+  // maximum and its root mean square. Float weights: float32 accumulation only. Quantized
+  // weights: the engine also rounds activations to 8-bit blocks as llama.cpp does (Q8_0,
+  // 32 wide, for Q8_0/Q4_0; Q8_K, 256 wide, for Q4_K/Q6_K): step d = amax/127 ~ 0.017
+  // (0.023 for 256-wide blocks) after RMSNorm, an error of std d/sqrt(12) per element;
+  // through the output matmul alone (256 inputs, weights std 0.5) a logit error of std
+  // ~0.04 (~0.05), the layers add to it. The bounds are ~6 sigma of that; a wiring bug
+  // (rope layout, GQA map, bias, paging) moves logits by whole units.
+  double max_error;
+  double rms_error;
 };
 
 class ArchitectureTest : public ::testing::TestWithParam<ArchCase> {};
@@ -61,7 +69,8 @@ TEST_P(ArchitectureTest, MatchesNaiveReferenceInChunks) {
   const std::vector<int32_t> blocks = {5, 2, 7, 0, 3, 6};  // deliberately scattered
   // Chunks of 8, 6, then single tokens: prefill chunks and decode steps.
   size_t pos = 0;
-  double worst = 0;
+  double worst = 0, sum_squares = 0;
+  size_t n_compared = 0;
   for (size_t chunk : {8, 6, 1, 1, 1, 1, 1, 1, 1}) {
     ForwardBatch batch;
     batch.add_sequence(tokens.data() + pos, static_cast<int32_t>(chunk), pos, blocks);
@@ -73,25 +82,29 @@ TEST_P(ArchitectureTest, MatchesNaiveReferenceInChunks) {
       for (int32_t v = 0; v < n_vocab; ++v) {
         const double diff = std::abs(logits[i * n_vocab + v] - expected[pos + i][v]);
         worst = std::max(worst, diff);
-        ASSERT_LE(diff, GetParam().tolerance) << "position " << pos + i << " token " << v;
+        sum_squares += diff * diff;
+        ++n_compared;
+        ASSERT_LE(diff, GetParam().max_error) << "position " << pos + i << " token " << v;
       }
     }
     pos += chunk;
   }
   EXPECT_EQ(pos, tokens.size());
-  std::cout << "[ info ] worst |logit - reference| = " << worst << "\n";
+  const double rms = std::sqrt(sum_squares / n_compared);
+  EXPECT_LE(rms, GetParam().rms_error);
+  std::cout << "[ info ] |logit - reference|: max " << worst << ", rms " << rms << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ArchitectureTest,
-                         ::testing::Values(ArchCase{"llama", kernels::DType::F32, 2e-3},
-                                           ArchCase{"llama", kernels::DType::F16, 2e-3},
-                                           ArchCase{"llama", kernels::DType::Q8_0, 0.1},
-                                           ArchCase{"llama", kernels::DType::Q4_0, 0.2},
-                                           ArchCase{"llama", kernels::DType::Q4_K, 0.2},
-                                           ArchCase{"llama", kernels::DType::Q6_K, 0.1},
-                                           ArchCase{"qwen2", kernels::DType::F32, 2e-3},
-                                           ArchCase{"qwen3", kernels::DType::F32, 2e-3},
-                                           ArchCase{"qwen3", kernels::DType::BF16, 2e-3}),
+                         ::testing::Values(ArchCase{"llama", kernels::DType::F32, 2e-3, 2e-4},
+                                           ArchCase{"llama", kernels::DType::F16, 2e-3, 2e-4},
+                                           ArchCase{"llama", kernels::DType::Q8_0, 0.3, 0.08},
+                                           ArchCase{"llama", kernels::DType::Q4_0, 0.3, 0.08},
+                                           ArchCase{"llama", kernels::DType::Q4_K, 0.45, 0.1},
+                                           ArchCase{"llama", kernels::DType::Q6_K, 0.45, 0.1},
+                                           ArchCase{"qwen2", kernels::DType::F32, 2e-3, 2e-4},
+                                           ArchCase{"qwen3", kernels::DType::F32, 2e-3, 2e-4},
+                                           ArchCase{"qwen3", kernels::DType::BF16, 2e-3, 2e-4}),
                          [](const auto& info) {
                            return std::string(info.param.arch) + "_" +
                                   std::string(kernels::dtype_name(info.param.type));

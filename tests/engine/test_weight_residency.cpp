@@ -171,7 +171,8 @@ TEST_P(WeightResidencyTest, ALoweredLimitShedsEnoughToGetBackAboveTheFloor) {
   PressurePolicy policy;
   policy.check_every_steps = 1;
   policy.shed_fraction = 0.01;  // one layer at a time, unless the deficit needs more
-  const int64_t layer = (*w)->layer_bytes(0);
+  int64_t layer = 0;  // the controller sizes its shedding by the largest layer
+  for (int32_t l = 0; l < n; ++l) layer = std::max(layer, (*w)->layer_bytes(l));
   policy.floor_bytes = 10 * layer;
   memory.reading.available_bytes = policy.floor_bytes - 5 * layer - 1;  // deficit: 6 layers
   ResidencyController controller(**w, memory, policy, 1);
