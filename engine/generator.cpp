@@ -14,12 +14,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Generator::Generator(const Model& model, kernels::ThreadPool& pool, int32_t max_context,
-                     int32_t block_size)
+                     int32_t block_size, LayerWeightSource* weights)
     : model_(model),
       max_context_(max_context),
       kv_(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim, block_size,
           (max_context + block_size - 1) / block_size),
-      forward_(model, kv_, pool, 512, max_context) {
+      forward_(model, kv_, pool, 512, max_context, weights) {
   block_table_.resize(kv_.n_blocks());
   for (int32_t i = 0; i < kv_.n_blocks(); ++i) block_table_[i] = i;
 }
@@ -51,6 +51,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
     auto out = forward_.execute(batch);
     if (!out) return out.error();
     if (want_logits) std::copy(out->begin(), out->begin() + n_vocab, logits.begin());
+    if (options.after_step) options.after_step();
     return {};
   };
 

@@ -26,6 +26,8 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool stop_at_end_of_generation = true;
   int32_t prefill_chunk = 512;  // prompt tokens per forward step
+  // Called after every forward step, between steps (e.g. ResidencyController::on_step).
+  std::function<void()> after_step;
 };
 
 struct GenerateResult {
@@ -37,8 +39,9 @@ struct GenerateResult {
 
 class Generator {
  public:
+  // weights: null for the model's file mapping, else outlives the Generator.
   Generator(const Model& model, kernels::ThreadPool& pool, int32_t max_context,
-            int32_t block_size = 16);
+            int32_t block_size = 16, LayerWeightSource* weights = nullptr);
 
   // on_token is called after each generated token (for streaming output).
   Result<GenerateResult> generate(std::span<const int32_t> prompt, const GenerateOptions& options,

@@ -64,21 +64,8 @@ WeightResidency::WeightResidency(const Model& model, const WeightResidencyOption
 
 WeightResidency::~WeightResidency() = default;
 
-Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
-    const Model& model, const std::vector<bool>& resident, const WeightResidencyOptions& options) {
-  const auto n_layers = static_cast<int32_t>(model.layers().size());
-  if (static_cast<int32_t>(resident.size()) != n_layers) {
-    return Error{fmt::format("residency: {} flags for {} layers", resident.size(), n_layers)};
-  }
-  if (options.prefetch_depth < 1) return Error{"residency: the prefetch depth must be at least 1"};
-  std::unique_ptr<WeightResidency> w(new WeightResidency(model, options));
-
-  for (const std::string& path : model.source().files()) {
-    auto reader = DirectReader::open(path, options.direct_io);
-    if (!reader) return reader.error();
-    w->files_.push_back(std::move(*reader));
-  }
-
+Status WeightResidency::build_layout() {
+  const Model& model = model_;
   std::unordered_map<const void*, const TensorInfo*> by_data;
   for (const TensorInfo& t : model.source().tensors()) by_data[t.data] = &t;
   auto tensor_of = [&](const kernels::WeightMatrix& m) -> Result<const TensorInfo*> {
@@ -91,45 +78,75 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   };
 
   // The non-layer set: token embeddings and (unless tied) the output matrix.
-  {
-    std::vector<const TensorInfo*> tensors;
-    auto embd = tensor_of(model.token_embedding());
-    if (!embd) return embd.error();
-    tensors.push_back(*embd);
-    const bool tied = model.output().data == model.token_embedding().data;
-    if (!tied) {
-      auto out = tensor_of(model.output());
-      if (!out) return out.error();
-      tensors.push_back(*out);
-    }
-    const std::vector<uint64_t> offsets = build_unit(tensors, options.coalesce_gap_bytes, w->non_layer_);
-    w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
-    std::vector<const DirectReader*> files;
-    for (const auto& f : w->files_) files.push_back(f.get());
-    SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get()));
-    w->token_embd_ = model.token_embedding();
-    w->token_embd_.data = w->non_layer_memory_.data.get() + offsets[0];
-    w->output_ = model.output();
-    w->output_.data = w->non_layer_memory_.data.get() + offsets[tied ? 0 : 1];
+  std::vector<const TensorInfo*> tensors;
+  auto embd = tensor_of(model.token_embedding());
+  if (!embd) return embd.error();
+  tensors.push_back(*embd);
+  const bool tied = model.output().data == model.token_embedding().data;
+  if (!tied) {
+    auto out = tensor_of(model.output());
+    if (!out) return out.error();
+    tensors.push_back(*out);
   }
+  non_layer_offsets_ = build_unit(tensors, options_.coalesce_gap_bytes, non_layer_);
+  if (tied) non_layer_offsets_.push_back(non_layer_offsets_[0]);
 
-  w->layers_.resize(n_layers);
+  const auto n_layers = static_cast<int32_t>(model.layers().size());
+  layers_.resize(n_layers);
   for (int32_t l = 0; l < n_layers; ++l) {
-    Layer& layer = w->layers_[l];
+    Layer& layer = layers_[l];
     layer.weights = model.layers()[l];
     layer.unit.id = l;
-    std::vector<const TensorInfo*> tensors;
+    tensors.clear();
     for (auto field : kLayerMatrices) {
       auto t = tensor_of(model.layers()[l].*field);
       if (!t) return t.error();
       tensors.push_back(*t);
     }
-    const std::vector<uint64_t> offsets = build_unit(tensors, options.coalesce_gap_bytes, layer.unit);
+    const std::vector<uint64_t> offsets = build_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
     for (size_t i = 0; i < std::size(kLayerMatrices); ++i) {
       layer.matrices.push_back({kLayerMatrices[i], offsets[i]});
     }
-    w->max_layer_buffer_ = std::max(w->max_layer_buffer_, layer.unit.buffer_bytes);
+    max_layer_buffer_ = std::max(max_layer_buffer_, layer.unit.buffer_bytes);
   }
+  return {};
+}
+
+Result<WeightResidency::UnitSizes> WeightResidency::measure(const Model& model,
+                                                            const WeightResidencyOptions& options) {
+  WeightResidency w(model, options);
+  SPILLWAY_TRY(w.build_layout());
+  UnitSizes sizes;
+  sizes.non_layer_bytes = static_cast<int64_t>(w.non_layer_.buffer_bytes);
+  for (const Layer& l : w.layers_) sizes.layer_bytes.push_back(static_cast<int64_t>(l.unit.buffer_bytes));
+  return sizes;
+}
+
+Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
+    const Model& model, const std::vector<bool>& resident, const WeightResidencyOptions& options) {
+  const auto n_layers = static_cast<int32_t>(model.layers().size());
+  if (static_cast<int32_t>(resident.size()) != n_layers) {
+    return Error{fmt::format("residency: {} flags for {} layers", resident.size(), n_layers)};
+  }
+  if (options.prefetch_depth < 1) return Error{"residency: the prefetch depth must be at least 1"};
+  std::unique_ptr<WeightResidency> w(new WeightResidency(model, options));
+  SPILLWAY_TRY(w->build_layout());
+
+  for (const std::string& path : model.source().files()) {
+    auto reader = DirectReader::open(path, options.direct_io);
+    if (!reader) return reader.error();
+    w->files_.push_back(std::move(*reader));
+  }
+  std::vector<const DirectReader*> files;
+  for (const auto& f : w->files_) files.push_back(f.get());
+
+  w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
+  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get()));
+  w->token_embd_ = model.token_embedding();
+  w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
+  w->output_ = model.output();
+  w->output_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
+
   for (int32_t l = 0; l < n_layers; ++l) {
     if (resident[l]) {
       SPILLWAY_TRY(w->load_layer(l));

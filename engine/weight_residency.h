@@ -42,6 +42,13 @@ class WeightResidency final : public LayerWeightSource {
                                                          const WeightResidencyOptions& options);
   ~WeightResidency() override;
 
+  // Bytes each unit takes in memory, without reading or allocating anything.
+  struct UnitSizes {
+    int64_t non_layer_bytes = 0;
+    std::vector<int64_t> layer_bytes;
+  };
+  static Result<UnitSizes> measure(const Model& model, const WeightResidencyOptions& options);
+
   Result<const LayerWeights*> acquire_layer(int32_t layer) override;
   void release_layer(int32_t layer) override;
   const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
@@ -76,6 +83,8 @@ class WeightResidency final : public LayerWeightSource {
   };
 
   WeightResidency(const Model& model, const WeightResidencyOptions& options);
+  // Lays out the units (which file ranges, where each matrix lands); no I/O.
+  Status build_layout();
   void rebase(Layer& layer, const uint8_t* buffer) const;
   Status load_layer(int32_t layer);  // read into memory (no rescheduling)
   void unload_layer(int32_t layer);  // free its memory (no rescheduling)
@@ -86,6 +95,7 @@ class WeightResidency final : public LayerWeightSource {
   std::vector<std::unique_ptr<DirectReader>> files_;
   std::vector<Layer> layers_;
   StreamUnit non_layer_;
+  std::vector<uint64_t> non_layer_offsets_;  // token_embd's, then output's (== when tied)
   AlignedBytes non_layer_memory_;
   kernels::WeightMatrix token_embd_, output_;
   uint64_t max_layer_buffer_ = 0;

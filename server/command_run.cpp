@@ -9,10 +9,14 @@
 #include <thread>
 
 #include "engine/generator.h"
+#include "engine/memory_probe.h"
 #include "engine/model.h"
+#include "engine/residency_controller.h"
+#include "engine/residency_setup.h"
 #include "engine/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "server/commands.h"
+#include "server/residency_flags.h"
 
 namespace spillway::server {
 
@@ -31,6 +35,7 @@ struct RunOptions {
   int threads = 0;
   int32_t ctx_size = 0;
   bool json = false;
+  ResidencyFlags residency;
 };
 
 int default_threads() {
@@ -56,8 +61,31 @@ int run(const RunOptions& o) {
                                      : std::min<int32_t>(cfg.n_ctx_train,
                                                          static_cast<int32_t>(prompt.size()) + o.max_tokens);
 
-  kernels::ThreadPool pool(o.threads > 0 ? o.threads : default_threads());
-  engine::Generator generator(**model, pool, std::max<int32_t>(ctx, 1));
+  auto residency_opts = residency_options(o.residency);
+  if (!residency_opts) {
+    fmt::print(stderr, "error: {}\n", residency_opts.error().message);
+    return 2;
+  }
+  const int threads = o.threads > 0 ? o.threads : default_threads();
+  const engine::LinuxMemorySource memory;
+  auto setup = engine::set_up_residency(
+      **model, *residency_opts,
+      engine::ResidencyDemand{.context_tokens = std::max<int32_t>(ctx, 1),
+                              .max_batch_tokens = 512,
+                              .threads = threads},
+      memory);
+  if (!setup) {
+    fmt::print(stderr, "error: {}\n", setup.error().message);
+    return 1;
+  }
+  for (const std::string& line : setup->describe(**model)) fmt::print(stderr, "{}\n", line);
+  engine::PressurePolicy policy;
+  policy.max_resident_bytes = setup->plan.non_layer_bytes + setup->plan.resident_layer_bytes;
+  engine::ResidencyController controller(*setup->weights, memory, policy,
+                                         residency_opts->prefetch_depth);
+
+  kernels::ThreadPool pool(threads);
+  engine::Generator generator(**model, pool, std::max<int32_t>(ctx, 1), 16, setup->weights.get());
   engine::GenerateOptions gen;
   gen.max_tokens = o.max_tokens;
   gen.sampling.temperature = o.temperature;
@@ -66,6 +94,7 @@ int run(const RunOptions& o) {
   gen.sampling.min_p = o.min_p;
   gen.sampling.repetition_penalty = o.repetition_penalty;
   gen.sampling.seed = o.seed;
+  gen.after_step = [&] { controller.on_step(); };
 
   engine::StreamingDetokenizer detok(**tokenizer, /*skip_special=*/true);
   std::string text;
@@ -96,6 +125,25 @@ int run(const RunOptions& o) {
     j["text"] = text;
     j["prompt_tokens_per_second"] = pp_tps;
     j["tokens_per_second"] = tg_tps;
+    const engine::WeightResidency& w = *setup->weights;
+    const engine::StreamerStats io = w.streamer_stats();
+    const engine::MemoryReading now = memory.read();
+    // The residency metrics of the server's /metrics, under the same names without prefix.
+    j["residency"] = {
+        {"resident_layers", w.resident_layers()},
+        {"streamed_layers", w.n_layers() - w.resident_layers()},
+        {"resident_weight_bytes", w.resident_weight_bytes()},
+        {"weight_bytes_read_total", io.bytes_read},
+        {"weight_stream_bandwidth_bytes_per_second",
+         io.read_seconds > 0 ? static_cast<double>(io.bytes_read) / io.read_seconds : 0.0},
+        {"io_stall_seconds_total", io.stall_seconds},
+        {"memory_limit_bytes", now.limit_bytes},
+        {"memory_available_bytes", now.available_bytes},
+        {"memory_pressure_ratio", now.pressure_some_avg10 / 100.0},
+        {"residency_shed_total", controller.shed_total()},
+        {"residency_readmit_total", controller.readmit_total()},
+        {"disk_read_bandwidth_at_start_bytes_per_second", setup->disk_bytes_per_second},
+    };
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n", tail);
@@ -122,6 +170,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", opts->threads, "Kernel threads (default: all cores)");
   cmd->add_option("--ctx-size", opts->ctx_size, "Context size (default: prompt + max tokens)");
   cmd->add_flag("--json", opts->json, "Print one JSON object with ids, text and speeds");
+  add_residency_flags(*cmd, opts->residency);
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }
 
