@@ -1,0 +1,55 @@
+// Measures this machine's physical limits with the instructions the kernels use, so
+// benchmarks can report speeds as fractions of them within one run (the machines are
+// shared and noisy: ratios measured together are what compare).
+//
+// - DRAM read bandwidth: streaming vector loads over a buffer much larger than the caches,
+//   on one thread and on every pool thread.
+// - int8 multiply-accumulate peak: vpdpbusd (AVX-512 VNNI), else vpmaddubsw + vpmaddwd
+//   (AVX2), as the quantized dot kernels use.
+// - bf16 peak: vdpbf16ps (AVX-512 BF16); 0 where the CPU lacks it.
+// - fp32 FMA peak: vfmadd231ps at the widest available width.
+// Ops count a multiply-accumulate as 2 (the usual TOPS / FLOPS convention).
+//
+// Thread contract: call from the engine thread (it uses the pool); allocates the buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace spillway::kernels {
+
+class ThreadPool;
+
+struct MachinePeaks {
+  Isa isa = Isa::Scalar;
+  int threads = 1;
+  double dram_read_bytes_per_second_1_thread = 0;
+  double dram_read_bytes_per_second = 0;  // all pool threads
+  double int8_ops_per_second = 0;
+  double bf16_flops = 0;
+  double fp32_flops = 0;
+};
+
+struct ProbeOptions {
+  size_t buffer_bytes = size_t{1} << 29;  // 512 MiB: far beyond any last-level cache
+  double seconds_per_measure = 0.15;      // each compute peak runs about this long
+  int repeats = 3;                        // best of
+};
+
+MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& options = {});
+
+// Per-ISA loops (machine_probe_avx2.cpp / machine_probe_avx512.cpp), exposed for tests.
+// read: xor-folds n bytes (n a multiple of 256) so the loads cannot be elided.
+// The others run `iterations` rounds of independent accumulator chains and return the
+// number of multiply-accumulates done (and a value the caller must consume).
+struct ProbeLoops {
+  uint64_t (*read)(const uint8_t* p, size_t n) = nullptr;
+  uint64_t (*int8_macs)(int64_t iterations, int32_t* sink) = nullptr;
+  uint64_t (*bf16_macs)(int64_t iterations, float* sink) = nullptr;  // null: unsupported
+  uint64_t (*fp32_macs)(int64_t iterations, float* sink) = nullptr;
+};
+const ProbeLoops& probe_loops(Isa isa);
+
+}  // namespace spillway::kernels

@@ -1,0 +1,66 @@
+// AVX2 probe loops (see machine_probe.h): the instructions the AVX2 kernels use.
+#include <immintrin.h>
+
+#include "kernels/machine_probe.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+constexpr int kChains = 10;
+
+uint64_t read_avx2(const uint8_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a = _mm256_xor_si256(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_xor_si256(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    c = _mm256_xor_si256(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    d = _mm256_xor_si256(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), x);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+// The AVX2 quantized dot: maddubs (u8 x s8 -> s16 pairs), madd with ones (-> s32), add.
+uint64_t int8_avx2(int64_t iterations, int32_t* sink) {
+  __m256i acc[kChains];
+  for (auto& v : acc) v = _mm256_setzero_si256();
+  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& v : acc) {
+      v = _mm256_add_epi32(v, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    }
+  }
+  __m256i s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm256_add_epi32(s, acc[k]);
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  *sink = lanes[0] + lanes[7];
+  return static_cast<uint64_t>(iterations) * kChains * 32;
+}
+
+uint64_t fp32_avx2(int64_t iterations, float* sink) {
+  __m256 acc[kChains];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  const __m256 a = _mm256_set1_ps(1e-3f), b = _mm256_set1_ps(0.999f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& v : acc) v = _mm256_fmadd_ps(a, b, v);
+  }
+  __m256 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  *sink = lanes[0] + lanes[7];
+  return static_cast<uint64_t>(iterations) * kChains * 8;
+}
+
+}  // namespace
+
+const ProbeLoops& probe_loops_avx2() {
+  static const ProbeLoops loops = {read_avx2, int8_avx2, nullptr, fp32_avx2};
+  return loops;
+}
+
+}  // namespace spillway::kernels

@@ -1,0 +1,72 @@
+// AVX-512 probe loops (see machine_probe.h). Compiled with AVX-512 flags; reached only
+// through probe_loops(Isa::Avx512) on a CPU that has it.
+#include <immintrin.h>
+
+#include "kernels/machine_probe.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+constexpr int kChains = 12;  // enough independent accumulators to cover latency x ports
+
+uint64_t read_avx512(const uint8_t* p, size_t n) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
+    b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
+    c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 128));
+    d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
+  }
+  const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
+}
+
+uint64_t int8_avx512(int64_t iterations, int32_t* sink) {
+  __m512i acc[kChains];
+  for (auto& v : acc) v = _mm512_setzero_si512();
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(3);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& v : acc) v = _mm512_dpbusd_epi32(v, a, b);
+  }
+  __m512i s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_epi32(s, acc[k]);
+  *sink = _mm512_reduce_add_epi32(s);
+  return static_cast<uint64_t>(iterations) * kChains * 64;
+}
+
+uint64_t bf16_avx512(int64_t iterations, float* sink) {
+  __m512 acc[kChains];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(2e-3f), _mm512_set1_ps(2e-3f));
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& v : acc) v = _mm512_dpbf16_ps(v, a, b);
+  }
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  *sink = _mm512_reduce_add_ps(s);
+  return static_cast<uint64_t>(iterations) * kChains * 32;
+}
+
+uint64_t fp32_avx512(int64_t iterations, float* sink) {
+  __m512 acc[kChains];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const __m512 a = _mm512_set1_ps(1e-3f), b = _mm512_set1_ps(0.999f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& v : acc) v = _mm512_fmadd_ps(a, b, v);
+  }
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  *sink = _mm512_reduce_add_ps(s);
+  return static_cast<uint64_t>(iterations) * kChains * 16;
+}
+
+}  // namespace
+
+const ProbeLoops& probe_loops_avx512() {
+  static const ProbeLoops loops = {read_avx512, int8_avx512, bf16_avx512, fp32_avx512};
+  return loops;
+}
+
+}  // namespace spillway::kernels
