@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
+
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 
@@ -17,6 +20,14 @@ TEST(CpuFeatures, ScalarFirstAndActiveIsSupported) {
   if (has_avx512_bf16()) {
     EXPECT_EQ(isas.back(), Isa::Avx512);
   }
+}
+
+TEST(CpuFeatures, ReportsWhatThisMachineRuns) {
+  std::string names;
+  for (Isa isa : supported_isas()) names += std::string(isa_name(isa)) + " ";
+  std::printf("supported: %s active: %s avx512_bf16: %d\n", names.c_str(), std::string(isa_name(active_isa())).c_str(),
+              has_avx512_bf16() ? 1 : 0);
+  EXPECT_FALSE(names.empty());
 }
 
 TEST(CpuFeatures, EveryTableIsCompleteAndLabelled) {

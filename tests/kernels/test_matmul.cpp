@@ -190,6 +190,40 @@ TEST(Matmul, RandomDataMatchesScalarAndReferenceOnEveryIsa) {
   }
 }
 
+TEST(Matmul, KQuantsAreBitIdenticalToScalarOnEveryIsa) {
+  // Their integer block sums are exact and scaled in the reference's order.
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    const TestMatrix w = random_matrix(t, 29, 256 * 5, 91);
+    for (int64_t m : {1, 3, 4, 9}) {
+      const std::vector<float> x = random_floats(m * 256 * 5, uint32_t(m));
+      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+      for (Isa isa : supported_isas()) {
+        EXPECT_EQ(run_matmul(kernels_for(isa), w, x, m, pool), scalar) << isa_name(isa) << " " << dtype_name(t) << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Matmul, FloatWeightsWithAnyColumnCount) {
+  ThreadPool pool(2);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {1, 7, 15, 16, 17, 33, 100}) {
+      const TestMatrix w = random_matrix(t, 13, cols, uint32_t(cols));
+      for (int64_t m : {1, 2, 5}) {
+        const std::vector<float> x = random_floats(m * cols, uint32_t(m * cols));
+        const Reference ref = reference_matmul(w, x.data(), m);
+        for (Isa isa : supported_isas()) {
+          const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30) << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, PublicEntryPointUsesTheActiveTable) {
   ThreadPool pool(2);
   const TestMatrix w = random_matrix(DType::Q4_0, 40, 256, 5);
