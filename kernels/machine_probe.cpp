@@ -37,7 +37,9 @@ uint64_t int8_scalar(int64_t iterations, int32_t* sink) {
   for (int64_t i = 0; i < iterations; ++i) {
     for (int32_t& v : acc) v += a * b;
   }
-  *sink = acc[0] + acc[7];
+  int32_t total = 0;
+  for (int32_t v : acc) total += v;
+  *sink = total;
   return static_cast<uint64_t>(iterations) * 8;
 }
 
@@ -48,7 +50,9 @@ uint64_t fp32_scalar(int64_t iterations, float* sink) {
   for (int64_t i = 0; i < iterations; ++i) {
     for (float& v : acc) v += a * b;
   }
-  *sink = acc[0] + acc[7];
+  float total = 0;
+  for (float v : acc) total += v;
+  *sink = total;
   return static_cast<uint64_t>(iterations) * 8;
 }
 

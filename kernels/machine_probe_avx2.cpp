@@ -37,7 +37,9 @@ uint64_t int8_avx2(int64_t iterations, int32_t* sink) {
   for (int k = 1; k < kChains; ++k) s = _mm256_add_epi32(s, acc[k]);
   alignas(32) int32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  *sink = lanes[0] + lanes[7];
+  int32_t total = 0;
+  for (int32_t x : lanes) total += x;
+  *sink = total;
   return static_cast<uint64_t>(iterations) * kChains * 32;
 }
 
@@ -52,7 +54,9 @@ uint64_t fp32_avx2(int64_t iterations, float* sink) {
   for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, s);
-  *sink = lanes[0] + lanes[7];
+  float total = 0;
+  for (float x : lanes) total += x;
+  *sink = total;
   return static_cast<uint64_t>(iterations) * kChains * 8;
 }
 
