@@ -13,5 +13,7 @@ namespace spillway::server {
 void add_run_command(CLI::App& app, int& exit_code);
 // `spillway make-demo-model --out PATH [...]`: write a deterministic random-weight GGUF.
 void add_make_demo_model_command(CLI::App& app, int& exit_code);
+// `spillway bench --model PATH [...]`: speeds as fractions of the machine's limits.
+void add_bench_command(CLI::App& app, int& exit_code);
 
 }  // namespace spillway::server

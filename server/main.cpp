@@ -1,6 +1,7 @@
 // spillway: the command-line entry point.
 //   spillway run              complete a raw prompt (engine check, no server)
 //   spillway make-demo-model  write a deterministic random-weight GGUF
+//   spillway bench            speeds as fractions of this machine's limits
 // Exit codes: 0 ok, 1 runtime error (bad model file, ...), 2 usage error.
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   spillway::server::add_run_command(app, exit_code);
   spillway::server::add_make_demo_model_command(app, exit_code);
+  spillway::server::add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help
