@@ -154,8 +154,8 @@ std::string with_unicode_whitespace(const std::string& regex) {
   return out;
 }
 
-// Writes non-ASCII characters as \x{HEX} (uppercase, no leading zeros) so regexes from
-// tokenizer.json compare equal to the table above.
+// Writes non-ASCII characters as \x{HEX} (uppercase, no leading zeros) and tab, CR and LF as
+// \t, \r, \n, so regexes from tokenizer.json compare equal to the table above.
 std::string escape_non_ascii(const std::string& regex) {
   std::string out;
   uint32_t cp = 0;
@@ -165,7 +165,13 @@ std::string escape_non_ascii(const std::string& regex) {
       out += regex[pos++];
       continue;
     }
-    if (cp < 0x80) {
+    if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp < 0x80) {
       out += static_cast<char>(cp);
     } else {
       out += fmt::format("\\x{{{:X}}}", cp);
