@@ -272,10 +272,12 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(std::string_view pre_
   pre->name_ = std::string(pre_name);
   pre->traits_ = found->traits;
   for (const auto& regex : found->regexes) {
-    const std::string pattern = with_unicode_whitespace(regex);
+    const Utf16Text pattern = to_utf16(with_unicode_whitespace(regex));
     UErrorCode status = U_ZERO_ERROR;
     UParseError parse_error{};
-    RegexPtr compiled(uregex_openC(pattern.c_str(), 0, &parse_error, &status));
+    RegexPtr compiled(uregex_open(reinterpret_cast<const UChar*>(pattern.units.data()),
+                                  static_cast<int32_t>(pattern.units.size()), 0, &parse_error,
+                                  &status));
     // The table is ours: a regex ICU rejects is a bug, not bad input.
     assert(U_SUCCESS(status) && "pre-tokenizer regex does not compile");
     if (U_FAILURE(status)) {
