@@ -154,8 +154,8 @@ std::string with_unicode_whitespace(const std::string& regex) {
   return out;
 }
 
-// Writes non-ASCII characters as \x{HEX} (uppercase, no leading zeros) so regexes from
-// tokenizer.json compare equal to the table above.
+// Writes non-ASCII characters as \x{HEX} (uppercase, no leading zeros) and tab, CR and LF as
+// \t, \r, \n, so regexes from tokenizer.json compare equal to the table above.
 std::string escape_non_ascii(const std::string& regex) {
   std::string out;
   uint32_t cp = 0;
@@ -165,7 +165,13 @@ std::string escape_non_ascii(const std::string& regex) {
       out += regex[pos++];
       continue;
     }
-    if (cp < 0x80) {
+    if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp < 0x80) {
       out += static_cast<char>(cp);
     } else {
       out += fmt::format("\\x{{{:X}}}", cp);
@@ -266,10 +272,12 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(std::string_view pre_
   pre->name_ = std::string(pre_name);
   pre->traits_ = found->traits;
   for (const auto& regex : found->regexes) {
-    const std::string pattern = with_unicode_whitespace(regex);
+    const Utf16Text pattern = to_utf16(with_unicode_whitespace(regex));
     UErrorCode status = U_ZERO_ERROR;
     UParseError parse_error{};
-    RegexPtr compiled(uregex_openC(pattern.c_str(), 0, &parse_error, &status));
+    RegexPtr compiled(uregex_open(reinterpret_cast<const UChar*>(pattern.units.data()),
+                                  static_cast<int32_t>(pattern.units.size()), 0, &parse_error,
+                                  &status));
     // The table is ours: a regex ICU rejects is a bug, not bad input.
     assert(U_SUCCESS(status) && "pre-tokenizer regex does not compile");
     if (U_FAILURE(status)) {
