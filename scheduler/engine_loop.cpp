@@ -148,14 +148,24 @@ void EngineLoop::Impl::run() {
     }
     int32_t submits = 0;
     for (const InboxItem& item : items) submits += item.submit.has_value();
-    take(items);
-    items.clear();
-    if (stopping) {
-      scheduler.cancel_all();
-      publish(submits);
-      return;
+    try {
+      take(items);
+      items.clear();
+      if (stopping) {
+        scheduler.cancel_all();
+        publish(submits);
+        return;
+      }
+      if (scheduler.has_work()) step();
+    } catch (const std::exception& e) {
+      // Nothing may cross the thread: whatever was in flight ends with an error.
+      items.clear();
+      scheduler.fail_all(fmt::format("the engine failed: {}", e.what()));
+      if (stopping) {
+        publish(submits);
+        return;
+      }
     }
-    if (scheduler.has_work()) step();
     has_work = scheduler.has_work();
     publish(submits);
   }

@@ -378,7 +378,13 @@ void Scheduler::deliver(Request& r) {
   update.completion_tokens = r.completion_tokens();
   update.queue_seconds = r.queue_seconds;
   if (update.finished) update.error = r.error;
-  if (r.sink) r.sink(std::move(update));
+  if (r.sink) {
+    try {
+      r.sink(std::move(update));
+    } catch (...) {
+      // Sinks must not throw (engine_loop.h); one that does loses this update, nothing else.
+    }
+  }
   if (r.all_finished()) {
     for (const auto& seq : r.sequences) {
       assert(seq->state == Sequence::State::Finished);
@@ -423,6 +429,22 @@ void Scheduler::fail_step(const std::string& message) {
     for (ChoiceOutput& c : r->choices) c.finish(FinishReason::Error);
     r->error = message;
     deliver(*r);
+  }
+}
+
+void Scheduler::fail_all(const std::string& message) {
+  for (Sequence* seq : scheduled_) seq->scheduled = 0;
+  scheduled_.clear();
+  row_owner_.clear();
+  std::vector<RequestId> ids;
+  for (const auto& [id, _] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) {
+    Request& r = *requests_.at(id);
+    for (const auto& seq : r.sequences) finish_sequence(*seq);
+    for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Error);
+    r.error = message;
+    deliver(r);
   }
 }
 

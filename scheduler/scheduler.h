@@ -88,6 +88,9 @@ class Scheduler {
   // The runner failed on the batch schedule() returned: every request in it finishes with
   // FinishReason::Error and this message.
   void fail_step(const std::string& message);
+  // Something failed outside the runner (an exception in the engine thread): every request
+  // finishes with FinishReason::Error and this message.
+  void fail_all(const std::string& message);
 
   // About the step schedule() built last.
   int32_t step_sequences() const { return static_cast<int32_t>(scheduled_.size()); }
