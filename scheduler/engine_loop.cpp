@@ -142,7 +142,9 @@ void EngineLoop::Impl::run() {
     bool stopping = false;
     {
       std::unique_lock lock(mu);
-      wake.wait(lock, [&] { return stop_requested || !inbox.empty() || has_work; });
+      // Idle: wake at least every second so the runner can react to memory pressure.
+      wake.wait_for(lock, std::chrono::seconds(1),
+                    [&] { return stop_requested || !inbox.empty() || has_work; });
       items.swap(inbox);
       stopping = stop_requested;
     }
@@ -157,6 +159,7 @@ void EngineLoop::Impl::run() {
         return;
       }
       if (scheduler.has_work()) step();
+      runner->between_steps();
     } catch (const std::exception& e) {
       // Nothing may cross the thread: whatever was in flight ends with an error.
       items.clear();

@@ -21,12 +21,14 @@ namespace {
 
 class EngineRunner final : public ModelRunner {
  public:
-  EngineRunner(const engine::Model& model, kernels::ThreadPool& pool, const SchedulerConfig& config)
+  EngineRunner(const engine::Model& model, kernels::ThreadPool& pool, const SchedulerConfig& config,
+               EngineRunnerOptions options)
       : cfg_(model.config()),
+        between_steps_(std::move(options.between_steps)),
         max_context_(config.max_context),
         kv_(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, config.block_size,
             resolve_kv_blocks(config)),
-        forward_(model, kv_, pool, config.max_batch_tokens, config.max_context),
+        forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
         row_logits_(cfg_.n_vocab) {}
 
@@ -35,7 +37,9 @@ class EngineRunner final : public ModelRunner {
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
     plans_.record(batch.n_tokens());
-    const std::span<const float> logits = forward_.execute(batch.forward);
+    auto forwarded = forward_.execute(batch.forward);
+    if (!forwarded) return forwarded.error();
+    const std::span<const float> logits = *forwarded;
     const size_t n_rows = batch.rows.size();
     for (size_t r = 0; r < n_rows; ++r) {
       const RowSampling& row = batch.rows[r];
@@ -50,6 +54,9 @@ class EngineRunner final : public ModelRunner {
   int32_t block_size() const override { return kv_.block_size(); }
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
   int32_t live_step_plans() const override { return plans_.live(); }
+  void between_steps() override {
+    if (between_steps_) between_steps_();
+  }
 
  private:
   // The forward asserts its preconditions; a runner reports them as errors instead.
@@ -84,6 +91,7 @@ class EngineRunner final : public ModelRunner {
   }
 
   const engine::ModelConfig& cfg_;
+  std::function<void()> between_steps_;
   int64_t max_context_;
   engine::KvCache kv_;
   engine::ForwardPass forward_;
@@ -95,8 +103,9 @@ class EngineRunner final : public ModelRunner {
 
 std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,
                                                 kernels::ThreadPool& pool,
-                                                const SchedulerConfig& config) {
-  return std::make_unique<EngineRunner>(model, pool, config);
+                                                const SchedulerConfig& config,
+                                                EngineRunnerOptions options) {
+  return std::make_unique<EngineRunner>(model, pool, config, std::move(options));
 }
 
 }  // namespace spillway::scheduler

@@ -13,8 +13,10 @@
 // Thread contract: engine thread only; kernels fan out on the ThreadPool.
 #pragma once
 
+#include <functional>
 #include <memory>
 
+#include "engine/layer_weight_source.h"
 #include "engine/model.h"
 #include "kernels/thread_pool.h"
 #include "scheduler/engine_loop.h"
@@ -26,8 +28,17 @@ namespace spillway::scheduler {
 // max_context tokens of min(max_running, 4) sequences.
 int32_t resolve_kv_blocks(const SchedulerConfig& config);
 
+struct EngineRunnerOptions {
+  // Where the forward reads weights: null for the model's file mapping, else a
+  // WeightResidency (streaming under a memory budget); must outlive the runner.
+  engine::LayerWeightSource* weights = nullptr;
+  // Run by ModelRunner::between_steps (e.g. ResidencyController::on_step).
+  std::function<void()> between_steps;
+};
+
 std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,
                                                 kernels::ThreadPool& pool,
-                                                const SchedulerConfig& config);
+                                                const SchedulerConfig& config,
+                                                EngineRunnerOptions options = {});
 
 }  // namespace spillway::scheduler

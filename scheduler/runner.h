@@ -70,6 +70,9 @@ class ModelRunner {
   virtual int32_t n_kv_blocks() const = 0;
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
+  // Called on the engine thread after every step, and about once a second while idle: the
+  // real runner adapts its resident weights to memory pressure here.
+  virtual void between_steps() {}
 };
 
 }  // namespace spillway::scheduler
