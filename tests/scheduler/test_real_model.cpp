@@ -11,6 +11,7 @@
 
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "engine/weight_residency.h"
 #include "kernels/thread_pool.h"
 #include "scheduler/engine_loop.h"
 #include "scheduler/engine_runner.h"
@@ -107,9 +108,11 @@ class RealModel : public ::testing::Test {
   // other when one_at_a_time), and returns their tokens.
   std::vector<std::vector<int32_t>> run(const SchedulerConfig& config,
                                         const std::vector<GenerationParams>& requests,
-                                        bool one_at_a_time, EngineSnapshot* snapshot = nullptr) {
+                                        bool one_at_a_time, EngineSnapshot* snapshot = nullptr,
+                                        EngineRunnerOptions runner_options = {}) {
     kernels::ThreadPool pool(2);
-    EngineLoop loop(make_engine_runner(*model_, pool, config), *tokenizer_, config);
+    EngineLoop loop(make_engine_runner(*model_, pool, config, std::move(runner_options)),
+                    *tokenizer_, config);
     loop.start();
     Collector collector;
     std::vector<RequestId> ids;
@@ -190,6 +193,47 @@ TEST_F(RealModel, PreemptionUnderKvPressureKeepsTheTokens) {
       EXPECT_GT(snap.prefix_hit_tokens_total, 0);
     }
   }
+}
+
+// Streamed weights through the serving path: every layer read from disk each step, and
+// layers moved between resident and streamed between steps by the runner's hook, while 8
+// requests run concurrently: still exactly llama.cpp's tokens.
+TEST_F(RealModel, StreamedAndReshuffledLayersKeepTheTokens) {
+  const int32_t n_layers = model_->config().n_layers;
+  auto weights = engine::WeightResidency::create(*model_, std::vector<bool>(n_layers, false), {});
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  int steps = 0;
+  EngineRunnerOptions options;
+  options.weights = weights->get();
+  options.between_steps = [&] {
+    // Every 3 steps make the next layer resident; every 7, stream the highest resident one.
+    ++steps;
+    if (steps % 3 == 0) {
+      for (int32_t l = 0; l < n_layers; ++l) {
+        if (!(*weights)->is_resident(l)) {
+          ASSERT_TRUE((*weights)->make_resident(l).ok());
+          break;
+        }
+      }
+    }
+    if (steps % 7 == 0) {
+      for (int32_t l = n_layers - 1; l >= 0; --l) {
+        if ((*weights)->is_resident(l)) {
+          (*weights)->make_streamed(l);
+          break;
+        }
+      }
+    }
+  };
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 8;
+  config.max_context = 512;
+  const auto together = run(config, requests(), /*one_at_a_time=*/false, nullptr, std::move(options));
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], golden_[kPromptOf[i]].tokens) << "request " << i;
+  EXPECT_GT(steps, 20);
+  EXPECT_GT((*weights)->streamer_stats().bytes_read, 0u);
 }
 
 }  // namespace
