@@ -210,6 +210,15 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
     return Error{fmt::format("{}: key 'use_sliding_window' = true is not supported", path)};
   }
 
+  // Biases the engine does not apply (o_proj / MLP) must not be dropped silently.
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    auto bias = r.boolean(key);
+    if (!bias) return bias.error();
+    if (bias->value_or(false)) {
+      return Error{fmt::format("{}: key '{}' = true is not supported", path, key)};
+    }
+  }
+
   auto hidden = r.required_positive_int("hidden_size");
   if (!hidden) return hidden.error();
   auto layers = r.required_positive_int("num_hidden_layers");

@@ -17,7 +17,10 @@
 //                           -> <arch>.rope.scaling.{type, factor, low_freq_factor,
 //                              high_freq_factor, original_context_length}
 // Optional keys absent from the file get the value transformers would use for that
-// model_type, written explicitly (GGUF's defaults differ, e.g. rms_norm_eps).
+// model_type, written explicitly (GGUF's defaults differ, e.g. rms_norm_eps). What the
+// engine would compute differently is an error rather than ignored: hidden_act other than
+// silu, use_sliding_window, attention_bias / mlp_bias (o_proj and MLP biases), rope types
+// other than default / linear / llama3.
 #pragma once
 
 #include <cstdint>

@@ -386,6 +386,9 @@ TEST(HfConfigErrors, MissingOrMistypedKeysAreNamed) {
       {"tie_word_embeddings", "yes"},
       {"hidden_act", "gelu"},
       {"use_sliding_window", true},
+      {"attention_bias", true},
+      {"mlp_bias", true},
+      {"mlp_bias", 1},
       {"rope_scaling", "linear"},
       {"head_dim", 8.5},
   };
