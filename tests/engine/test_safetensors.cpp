@@ -275,6 +275,18 @@ TEST(HfFolder, ShardedFolderLoadsEveryShard) {
   EXPECT_EQ((*src)->find_tensor("blk.1.ffn_down.weight")->file_index, 1);
 }
 
+TEST(HfFolder, AFileOfTheFolderOpensTheFolder) {
+  TempDir dir("by-file");
+  write_folder_files(dir.path, tiny_config());
+  write_safetensors(dir.path / "model.safetensors", tiny_qwen2_tensors());
+  for (const char* file : {"model.safetensors", "config.json"}) {
+    auto src = open_model_source((dir.path / file).string());
+    ASSERT_TRUE(src.ok()) << src.error().message;
+    EXPECT_EQ((*src)->path(), dir.path.string());
+    EXPECT_NE((*src)->find_tensor("blk.1.attn_v.bias"), nullptr);
+  }
+}
+
 TEST(HfFolder, TrailingSlashAndTiedEmbeddings) {
   TempDir dir("tied");
   auto entries = tiny_qwen2_tensors();
