@@ -235,8 +235,11 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4k_scale_min(wb[b].scales, j, &sc[j], &mn[j]);
+    alignas(16) uint8_t sc[8], mn[8];
+    q4k_scales_mins(wb[b].scales, sc, mn);
+    // Each min twice, as int16, to pair with the 16 bsums (two per 32-value sub-block).
+    const __m128i mins8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
     __m256i isum[NX];
     for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -257,8 +260,8 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
     const float dw = half_to_float(wb[b].d), dmin = half_to_float(wb[b].dmin);
     for (int i = 0; i < NX; ++i) {
       const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
-      int32_t sum_mins = 0;
-      for (int j = 0; j < 8; ++j) sum_mins += mn[j] * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+      const int32_t sum_mins = hsum_i32(_mm256_madd_epi16(bsums, mins16));
       const float d = xb.d * dw, dm = xb.d * dmin;
       acc[i] += d * static_cast<float>(hsum_i32(isum[i])) - dm * static_cast<float>(sum_mins);
     }

@@ -65,6 +65,21 @@ static inline void q4k_scale_min(const uint8_t* scales, int j, int* sc, int* m) 
   }
 }
 
+// All 8 scales (bytes 0-7 of *sc) and mins (bytes 0-7 of *m) of a Q4_K block at once.
+static inline void q4k_scales_mins(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
+  uint32_t a, b, c;
+  __builtin_memcpy(&a, scales, 4);
+  __builtin_memcpy(&b, scales + 4, 4);
+  __builtin_memcpy(&c, scales + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4);
+  __builtin_memcpy(sc, &sc_lo, 4);
+  __builtin_memcpy(sc + 4, &sc_hi, 4);
+  __builtin_memcpy(m, &m_lo, 4);
+  __builtin_memcpy(m + 4, &m_hi, 4);
+}
+
 // Unsigned 6-bit quant (0..63) of element i (0..255) of a Q6_K block.
 static inline int q6k_quant(const BlockQ6_K& b, int i) {
   const int half = i / 128, r = i % 128;  // 128-element halves use ql[64*half], qh[32*half]

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "kernel_test_util.h"
 #include "kernels/quant_blocks.h"
@@ -60,6 +61,22 @@ TEST(Dequantize, Q4_KHandBuiltScalePacking) {
   for (int e = 0; e < 256; ++e) {
     const int sub = e / 32;
     EXPECT_EQ(out[e], 1.0f * sc[sub] * level(e) - 0.5f * mn[sub]) << e;
+  }
+}
+
+TEST(Dequantize, Q4_KWordwiseScaleUnpackMatchesBytewise) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t scales[12];
+    for (uint8_t& b : scales) b = static_cast<uint8_t>(rng());
+    uint8_t sc[8], mn[8];
+    q4k_scales_mins(scales, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+      int s, m;
+      q4k_scale_min(scales, j, &s, &m);
+      ASSERT_EQ(sc[j], s) << j;
+      ASSERT_EQ(mn[j], m) << j;
+    }
   }
 }
 
