@@ -19,6 +19,7 @@
 #include "engine/model_config.h"
 #include "engine/model_source.h"
 #include "engine/safetensors.h"
+#include "engine/tokenizer.h"
 #include "hf_test_files.h"
 
 namespace spillway::engine {
@@ -227,9 +228,17 @@ TEST(HfFolder, SingleFileLoadsUnderGgufNames) {
   EXPECT_EQ(m.get_float("qwen2.attention.layer_norm_rms_epsilon").value(), 1e-5);
   EXPECT_EQ(m.get_float("qwen2.rope.freq_base").value(), 500000.0);
   EXPECT_FALSE(m.contains("qwen2.rope.scaling.type"));
-  // The tokenizer was imported from tokenizer.json.
-  EXPECT_TRUE(m.contains("tokenizer.ggml.model"));
-  EXPECT_TRUE(m.contains("tokenizer.ggml.tokens"));
+  // The tokenizer was imported from tokenizer.json: 256 byte symbols, 3 merges, 1 special.
+  EXPECT_EQ(m.get_string("tokenizer.ggml.model").value(), "gpt2");
+  ASSERT_NE(m.get_array("tokenizer.ggml.tokens").value(), nullptr);
+  EXPECT_EQ(m.get_array("tokenizer.ggml.tokens").value()->size(), 260u);
+  auto tokenizer = Tokenizer::from_metadata(m, (*src)->path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  EXPECT_EQ((*tokenizer)->encode(" the", false, false), std::vector<int32_t>{258});
+  EXPECT_EQ((*tokenizer)->encode("<|endoftext|>", false, true), std::vector<int32_t>{259});
+  // config.json's ids fill in what the tokenizer files leave open.
+  EXPECT_EQ(m.get_int("tokenizer.ggml.bos_token_id").value(), 7);
+  EXPECT_EQ(m.get_int("tokenizer.ggml.eos_token_id").value(), 11);
 
   auto config = read_model_config(**src);
   ASSERT_TRUE(config.ok()) << config.error().message;
