@@ -17,6 +17,8 @@ namespace spillway::engine {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian uint32
 constexpr uint64_t kGgufDefaultAlignment = 32;
+// general.alignment must be a power of two no larger than this (the reader rejects others).
+constexpr uint64_t kGgufMaxAlignment = 1 << 20;
 
 // GGUF metadata value types (gguf_type).
 enum class GgufValueType : uint32_t {

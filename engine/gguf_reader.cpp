@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -12,7 +14,9 @@ namespace spillway::engine {
 namespace {
 
 constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
-constexpr uint64_t kMaxAlignment = 1 << 20;
+// Counts read from the file are bounded by the bytes left, but a container of them can still
+// be several times the file size; reserve at most this many up front and grow as they parse.
+constexpr uint64_t kMaxReserve = 1 << 16;
 
 class GgufSource final : public ModelSource {
  public:
@@ -155,7 +159,7 @@ Result<MetaArray> read_array(Cursor& c, const std::string& key, const std::strin
   const GgufValueType t = *elem_type;
   if (is_integer(t)) {
     a.kind = MetaArray::Kind::Int;
-    a.ints.reserve(*count);
+    a.ints.reserve(std::min(*count, kMaxReserve));
     for (uint64_t i = 0; i < *count; ++i) {
       auto v = read_integer(c, t, key, path);
       if (!v) return v.error();
@@ -163,7 +167,7 @@ Result<MetaArray> read_array(Cursor& c, const std::string& key, const std::strin
     }
   } else if (t == GgufValueType::Float32 || t == GgufValueType::Float64) {
     a.kind = MetaArray::Kind::Float;
-    a.floats.reserve(*count);
+    a.floats.reserve(std::min(*count, kMaxReserve));
     for (uint64_t i = 0; i < *count; ++i) {
       if (t == GgufValueType::Float32) {
         auto v = c.read<float>(key);
@@ -177,7 +181,7 @@ Result<MetaArray> read_array(Cursor& c, const std::string& key, const std::strin
     }
   } else if (t == GgufValueType::Bool) {
     a.kind = MetaArray::Kind::Bool;
-    a.bools.reserve(*count);
+    a.bools.reserve(std::min(*count, kMaxReserve));
     for (uint64_t i = 0; i < *count; ++i) {
       auto v = c.read<uint8_t>(key);
       if (!v) return v.error();
@@ -185,7 +189,7 @@ Result<MetaArray> read_array(Cursor& c, const std::string& key, const std::strin
     }
   } else if (t == GgufValueType::String) {
     a.kind = MetaArray::Kind::String;
-    a.strings.reserve(*count);
+    a.strings.reserve(std::min(*count, kMaxReserve));
     for (uint64_t i = 0; i < *count; ++i) {
       auto v = c.read_string(key);
       if (!v) return v.error();
@@ -273,6 +277,10 @@ Result<TensorInfo> read_tensor_info(Cursor& c, uint64_t index, const std::string
                              "block ({})",
                              path, t.name, t.shape[0], kernels::dtype_name(t.type), block)};
   }
+  if (n_elements / block > std::numeric_limits<int64_t>::max() / kernels::block_bytes(t.type)) {
+    return Error{fmt::format("{}: tensor '{}' is too large ({} elements of {})", path, t.name,
+                             n_elements, kernels::dtype_name(t.type))};
+  }
   t.n_bytes = static_cast<uint64_t>(n_elements / block * kernels::block_bytes(t.type));
   auto offset = c.read<uint64_t>(t.name);
   if (!offset) return offset.error();
@@ -301,7 +309,9 @@ Result<std::unique_ptr<ModelSource>> open_gguf(const std::string& path) {
   auto version = c.read<uint32_t>("the version");
   if (!version) return version.error();
   if (*version != 2 && *version != 3) {
-    return Error{fmt::format("{}: GGUF version {} is not supported (2 and 3 are)", path, *version)};
+    const bool big_endian = *version == 0x02000000 || *version == 0x03000000;
+    return Error{fmt::format("{}: GGUF version {} is not supported (2 and 3 are){}", path,
+                             *version, big_endian ? "; this looks like a big-endian GGUF" : "")};
   }
   auto n_tensors = c.read<uint64_t>("the tensor count");
   if (!n_tensors) return n_tensors.error();
@@ -330,21 +340,21 @@ Result<std::unique_ptr<ModelSource>> open_gguf(const std::string& path) {
   if (!align_key) return align_key.error();
   if (align_key->has_value()) {
     const int64_t a = **align_key;
-    if (a <= 0 || a > static_cast<int64_t>(kMaxAlignment) || (a & (a - 1)) != 0) {
-      return Error{fmt::format("{}: metadata 'general.alignment' = {} is not a power of two", path,
-                               a)};
+    if (a <= 0 || a > static_cast<int64_t>(kGgufMaxAlignment) || (a & (a - 1)) != 0) {
+      return Error{fmt::format("{}: metadata 'general.alignment' = {} is not a power of two up "
+                               "to {}",
+                               path, a, kGgufMaxAlignment)};
     }
     alignment = static_cast<uint64_t>(a);
   }
 
-  src->tensors_.reserve(*n_tensors);
+  src->tensors_.reserve(std::min(*n_tensors, kMaxReserve));
+  std::unordered_set<std::string> tensor_names;
   for (uint64_t i = 0; i < *n_tensors; ++i) {
     auto t = read_tensor_info(c, i, path);
     if (!t) return t.error();
-    for (const TensorInfo& other : src->tensors_) {
-      if (other.name == t->name) {
-        return Error{fmt::format("{}: tensor '{}' appears twice", path, t->name)};
-      }
+    if (!tensor_names.insert(t->name).second) {
+      return Error{fmt::format("{}: tensor '{}' appears twice", path, t->name)};
     }
     src->tensors_.push_back(std::move(*t));
   }

@@ -14,8 +14,8 @@ void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + n);
 }
-uint64_t padded(uint64_t n) {
-  return (n + kGgufDefaultAlignment - 1) / kGgufDefaultAlignment * kGgufDefaultAlignment;
+uint64_t padded(uint64_t n, uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
 }
 template <class T>
 void put(std::vector<uint8_t>& out, T v) {
@@ -43,6 +43,23 @@ void GgufWriter::begin_array(const std::string& key, GgufValueType elem_type, ui
 void GgufWriter::scalar(const std::string& key, GgufValueType type, const void* v, size_t n) {
   begin_key(key, type);
   put(kv_, v, n);
+  if (key == "general.alignment" && type != GgufValueType::Float32 &&
+      type != GgufValueType::Float64 && type != GgufValueType::Bool) {
+    uint64_t value = 0;
+    std::memcpy(&value, v, n);  // little-endian host, as the file format
+    const bool is_signed = type == GgufValueType::Int8 || type == GgufValueType::Int16 ||
+                           type == GgufValueType::Int32 || type == GgufValueType::Int64;
+    const bool negative = is_signed && (value >> (8 * n - 1)) != 0;
+    if (!negative && value != 0 && value <= kGgufMaxAlignment && (value & (value - 1)) == 0) {
+      alignment_ = value;
+    }
+  }
+}
+
+void GgufWriter::array(const std::string& key, GgufValueType elem_type, const void* elems,
+                       size_t elem_size, size_t count) {
+  begin_array(key, elem_type, count);
+  put(kv_, elems, elem_size * count);
 }
 
 void GgufWriter::set_bool(const std::string& key, bool v) {
@@ -94,9 +111,9 @@ std::vector<uint8_t> GgufWriter::header() const {
     for (int64_t d : t.shape) put<uint64_t>(out, static_cast<uint64_t>(d));
     put<uint32_t>(out, static_cast<uint32_t>(t.type));
     put<uint64_t>(out, offset);
-    offset += padded(t.bytes.size());
+    offset += padded(t.bytes.size(), alignment_);
   }
-  out.resize(padded(out.size()), 0);
+  out.resize(padded(out.size(), alignment_), 0);
   return out;
 }
 
@@ -104,7 +121,7 @@ std::vector<uint8_t> GgufWriter::serialize() const {
   std::vector<uint8_t> out = header();
   for (const Tensor& t : tensors_) {
     put(out, t.bytes.data(), t.bytes.size());
-    out.resize(padded(out.size()), 0);
+    out.resize(padded(out.size(), alignment_), 0);
   }
   return out;
 }
@@ -114,11 +131,12 @@ Status GgufWriter::write(const std::string& path) const {
   if (!f) return Error{fmt::format("{}: cannot open for writing", path)};
   const std::vector<uint8_t> head = header();
   f.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
-  static const char kZeros[kGgufDefaultAlignment] = {};
+  const std::vector<char> zeros(alignment_, 0);
   for (const Tensor& t : tensors_) {
     f.write(reinterpret_cast<const char*>(t.bytes.data()),
             static_cast<std::streamsize>(t.bytes.size()));
-    f.write(kZeros, static_cast<std::streamsize>(padded(t.bytes.size()) - t.bytes.size()));
+    f.write(zeros.data(),
+            static_cast<std::streamsize>(padded(t.bytes.size(), alignment_) - t.bytes.size()));
   }
   f.close();
   if (!f) return Error{fmt::format("{}: write failed (disk full?)", path)};

@@ -1,8 +1,11 @@
 // Writes GGUF v3 files: demo models, test fixtures, and (later) converted models.
 //
 // Keys and tensors are written in the order they were added. Tensor data is aligned to
-// general.alignment (32). Holds everything in memory until write(); meant for small and
-// medium models (the demo models), not for streaming conversions of huge ones.
+// general.alignment: 32 unless the key is set (through an integer setter) to another power
+// of two up to kGgufMaxAlignment; any other value is written as given (tests use that to
+// make invalid files) and the data stays 32-aligned. Keys are not deduplicated. Holds everything
+// in memory until write(); meant for small and medium models (the demo models), not for
+// streaming conversions of huge ones.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,12 @@ class GgufWriter {
   void set_float32_array(const std::string& key, const std::vector<float>& v);
   void set_int32_array(const std::string& key, const std::vector<int32_t>& v);
   void set_bool_array(const std::string& key, const std::vector<bool>& v);
+  // An array of a fixed-size element type (any integer or float GgufValueType; T must have
+  // that type's size), e.g. set_array<uint64_t>(key, GgufValueType::Uint64, {...}).
+  template <class T>
+  void set_array(const std::string& key, GgufValueType elem_type, const std::vector<T>& v) {
+    array(key, elem_type, v.data(), sizeof(T), v.size());
+  }
 
   // shape in GGUF order (shape[0] is the row length); bytes must hold exactly the tensor.
   void add_tensor(const std::string& name, kernels::DType type, std::vector<int64_t> shape,
@@ -51,11 +60,14 @@ class GgufWriter {
   };
   std::vector<uint8_t> header() const;  // up to the (aligned) start of the tensor data
   void scalar(const std::string& key, GgufValueType type, const void* v, size_t n);
+  void array(const std::string& key, GgufValueType elem_type, const void* elems, size_t elem_size,
+             size_t count);
   void begin_key(const std::string& key, GgufValueType type);
   void begin_array(const std::string& key, GgufValueType elem_type, uint64_t count);
 
   std::vector<uint8_t> kv_;  // serialized key/values
   uint64_t n_kv_ = 0;
+  uint64_t alignment_ = kGgufDefaultAlignment;
   std::vector<Tensor> tensors_;
 };
 

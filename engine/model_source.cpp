@@ -101,8 +101,16 @@ const TensorInfo* ModelSource::find_tensor(std::string_view name) const {
 }
 
 Result<std::unique_ptr<ModelSource>> open_model_source(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return open_hf_folder(path);
+  if (fs::is_directory(path, ec)) return open_hf_folder(path);
+  // A file of a Hugging Face folder stands for its folder.
+  const fs::path file(path);
+  const std::string name = file.filename().string();
+  if (name == "config.json" || file.extension() == ".safetensors" ||
+      name.ends_with(".safetensors.index.json")) {
+    return open_hf_folder(file.has_parent_path() ? file.parent_path().string() : ".");
+  }
   return open_gguf(path);
 }
 

@@ -88,7 +88,8 @@ class ModelSource {
 };
 
 // Opens a GGUF file, or a Hugging Face folder (config.json + *.safetensors [+ index] +
-// tokenizer.json), chosen by what `path` is. Errors name the file and the tensor or key.
+// tokenizer.json), chosen by what `path` is; a path to config.json, a *.safetensors file or
+// the index opens the folder holding it. Errors name the file and the tensor or key.
 Result<std::unique_ptr<ModelSource>> open_model_source(const std::string& path);
 
 }  // namespace spillway::engine

@@ -3,7 +3,11 @@
 // (rotate-half -> interleaved pairs); the test undoes that permutation when writing the
 // HF checkpoint, exactly as a real HF llama is laid out, so the engine's HF path must use
 // the rotate-half rope to agree.
+//
+// A model folder must hold a tokenizer.json (the loader imports it into tokenizer.*
+// metadata); the logits do not depend on it, so a small byte-level BPE one is written.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -14,6 +18,7 @@
 #include "engine/demo_model.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "hf_test_files.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
@@ -93,6 +98,7 @@ void write_hf_folder(const Model& model, const fs::path& dir) {
       {"torch_dtype", "float32"},
   };
   std::ofstream(dir / "config.json") << config.dump(2);
+  testing::write_byte_level_tokenizer_json(dir);
 
   nlohmann::ordered_json header;
   std::vector<std::vector<uint8_t>> blobs;
@@ -122,6 +128,10 @@ void write_hf_folder(const Model& model, const fs::path& dir) {
   out.write(reinterpret_cast<const char*>(&header_len), 8);
   out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
   for (const auto& b : blobs) out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() / ("spillway-hf-" + std::to_string(::getpid()) + "-" + name);
 }
 
 std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens) {
@@ -159,7 +169,7 @@ void expect_same_logits(const std::string& gguf_path, const fs::path& hf_dir) {
 
 TEST(HuggingFaceEquivalence, LlamaFromGoldenGguf) {
   expect_same_logits(std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf",
-                     fs::temp_directory_path() / "spillway-hf-stories260K");
+                     temp_path("stories260K"));
 }
 
 TEST(HuggingFaceEquivalence, Qwen3FromDemoGguf) {
@@ -171,9 +181,9 @@ TEST(HuggingFaceEquivalence, Qwen3FromDemoGguf) {
   o.kv_heads = 2;
   o.vocab = 600;
   o.type = kernels::DType::BF16;
-  const fs::path path = fs::temp_directory_path() / "spillway-hf-qwen3.gguf";
+  const fs::path path = temp_path("qwen3.gguf");
   ASSERT_TRUE(write_demo_model(path.string(), o).ok());
-  expect_same_logits(path.string(), fs::temp_directory_path() / "spillway-hf-qwen3");
+  expect_same_logits(path.string(), temp_path("qwen3"));
   fs::remove(path);
 }
 
