@@ -77,8 +77,13 @@ Value unsafe(const Value& obj, const std::string& name) {
   return Value::undefined("access to attribute '" + name + "' of '" + py_type_name(obj) + "' object is unsafe.", true);
 }
 
+struct SliceBounds {
+  int64_t lo = 0, hi = 0, step = 1;  // slice.indices(length)
+  std::vector<size_t> indices;
+};
+
 // Python's slice.indices(length) and the resulting index sequence.
-Result<std::vector<size_t>> slice_indices(const Value& start, const Value& stop, const Value& step, size_t length) {
+Result<SliceBounds> slice_indices(const Value& start, const Value& stop, const Value& step, size_t length) {
   auto as_index = [](const Value& v, std::optional<int64_t>& out) -> Status {
     if (v.is_none()) return {};
     if (v.is_undefined()) return Error{v.undefined_message()};
@@ -104,13 +109,14 @@ Result<std::vector<size_t>> slice_indices(const Value& start, const Value& stop,
     }
     return x;
   };
-  const int64_t lo = adjust(a, st < 0 ? len - 1 : 0);
-  const int64_t hi = adjust(b, st < 0 ? -1 : len);
-  std::vector<size_t> out;
+  SliceBounds out;
+  out.lo = adjust(a, st < 0 ? len - 1 : 0);
+  out.hi = adjust(b, st < 0 ? -1 : len);
+  out.step = st;
   if (st > 0) {
-    for (int64_t i = lo; i < hi; i += st) out.push_back(static_cast<size_t>(i));
+    for (int64_t i = out.lo; i < out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
   } else {
-    for (int64_t i = lo; i > hi; i += st) out.push_back(static_cast<size_t>(i));
+    for (int64_t i = out.lo; i > out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
   }
   return out;
 }
@@ -350,20 +356,27 @@ Result<Value> Interpreter::slice(const Value& obj, const Value& start, const Val
   if (obj.is_string()) {
     const std::string& s = obj.as_string();
     const std::vector<size_t> off = utf8_offsets(s);
-    JASSIGN(const std::vector<size_t> idx, slice_indices(start, stop, step, off.size() - 1));
+    JASSIGN(const SliceBounds b, slice_indices(start, stop, step, off.size() - 1));
     std::string out;
-    for (size_t i : idx) out.append(s, off[i], off[i + 1] - off[i]);
+    for (size_t i : b.indices) out.append(s, off[i], off[i + 1] - off[i]);
     SPILLWAY_TRY(charge_bytes(out.size()));
     return Value::string(std::move(out));
   }
   if (obj.is_list() && !obj.as_list().is_iterator() && obj.as_list().flavor != ListFlavor::kDictKeys &&
       obj.as_list().flavor != ListFlavor::kDictValues && obj.as_list().flavor != ListFlavor::kDictItems) {
     const List& l = obj.as_list();
-    JASSIGN(const std::vector<size_t> idx, slice_indices(start, stop, step, l.items.size()));
-    SPILLWAY_TRY(charge(static_cast<int64_t>(idx.size())));
+    JASSIGN(const SliceBounds b, slice_indices(start, stop, step, l.items.size()));
+    SPILLWAY_TRY(charge(static_cast<int64_t>(b.indices.size())));
     std::vector<Value> out;
-    out.reserve(idx.size());
-    for (size_t i : idx) out.push_back(l.items[i]);
+    out.reserve(b.indices.size());
+    for (size_t i : b.indices) out.push_back(l.items[i]);
+    if (l.flavor == ListFlavor::kRange) {
+      ListPtr r = make_list(std::move(out), ListFlavor::kRange);
+      r->range_start = l.range_start + b.lo * l.range_step;
+      r->range_stop = l.range_start + b.hi * l.range_step;
+      r->range_step = l.range_step * b.step;
+      return Value::list(std::move(r));
+    }
     return Value::list(make_list(std::move(out), l.flavor == ListFlavor::kTuple ? ListFlavor::kTuple : ListFlavor::kList));
   }
   auto r = [](const Value& v) {

@@ -1,0 +1,126 @@
+// Differential test: every template of jinja_corpus.txt renders exactly as Python jinja2
+// renders it with transformers' configuration (or fails where jinja2 fails). Needs python3
+// with jinja2 (Debian python3-jinja2; set SPILLWAY_PYTHON to pick the interpreter); skipped
+// otherwise.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "chat_template_test_util.h"
+
+namespace spillway::api {
+namespace {
+
+using nlohmann::ordered_json;
+using testing::chat_templates_dir;
+using testing::read_file;
+using testing::render_or_error;
+
+std::string source_dir() {
+  std::string f = __FILE__;
+  return f.substr(0, f.find_last_of('/'));
+}
+
+std::string python() {
+  const char* p = std::getenv("SPILLWAY_PYTHON");
+  return p != nullptr ? p : "python3";
+}
+
+struct Case {
+  std::string text;
+  ordered_json vars;
+};
+
+std::vector<Case> load_corpus() {
+  std::string all = read_file(source_dir() + "/jinja_corpus.txt");
+  // Header comment lines.
+  while (!all.empty() && all[0] == '#') {
+    const size_t nl = all.find('\n');
+    all = nl == std::string::npos ? "" : all.substr(nl + 1);
+  }
+  if (!all.empty() && all.back() == '\n') all.pop_back();
+  const ordered_json defaults = ordered_json::parse(R"({
+    "s": "abc", "l": [1, 2, 3], "d": {"a": 1, "b": [1, 2], "items": 5}, "n": null, "f": 1.5,
+    "t": true, "u": "héllo wörld", "ws": "  padded \n ",
+    "msgs": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
+             {"role": "assistant", "content": "yo", "tool_calls": [{"id": "1"}]}]})");
+  std::vector<Case> cases;
+  const std::string sep = "\n%%%%\n";
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t end = all.find(sep, pos);
+    if (end == std::string::npos) end = all.size();
+    Case c;
+    c.text = all.substr(pos, end - pos);
+    c.vars = defaults;
+    if (c.text.rfind("vars: ", 0) == 0) {
+      const size_t nl = c.text.find('\n');
+      const auto extra = ordered_json::parse(c.text.substr(6, nl - 6));
+      for (auto it = extra.begin(); it != extra.end(); ++it) c.vars[it.key()] = it.value();
+      c.text = c.text.substr(nl + 1);
+    }
+    cases.push_back(std::move(c));
+    pos = end + sep.size();
+  }
+  return cases;
+}
+
+TEST(JinjaDifferential, CorpusMatchesPythonJinja2) {
+  if (std::system((python() + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "python3 with jinja2 not available (apt-get install python3-jinja2)";
+  }
+  const std::vector<Case> cases = load_corpus();
+  ASSERT_GT(cases.size(), 250u);
+  ordered_json in = ordered_json::array();
+  for (const Case& c : cases) in.push_back({{"template", c.text}, {"vars", c.vars}});
+  const std::string base = "/tmp/spillway_jinja_diff_" + std::to_string(getpid());
+  {
+    std::ofstream f(base + "_in.json", std::ios::binary);
+    f << in.dump();
+  }
+  const std::string cmd = python() + " '" + source_dir() + "/jinja_reference.py' '" + chat_templates_dir() + "' '" +
+                          base + "_in.json' '" + base + "_out.json'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto ref = ordered_json::parse(read_file(base + "_out.json"));
+  std::remove((base + "_in.json").c_str());
+  std::remove((base + "_out.json").c_str());
+  ASSERT_EQ(ref.size(), cases.size());
+
+  int mismatches = 0;
+  int errors_matched = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string ours = render_or_error(cases[i].text, cases[i].vars);
+    const bool ours_failed = ours.rfind("ERROR: ", 0) == 0;
+    if (ref[i].contains("ok")) {
+      const std::string want = ref[i]["ok"].get<std::string>();
+      if (ours != want) {
+        ++mismatches;
+        ADD_FAILURE() << "case " << i << ":\n" << cases[i].text << "\n--- jinja2:\n" << want << "\n--- ours:\n" << ours;
+      }
+      continue;
+    }
+    const std::string err = ref[i]["error"].get<std::string>();
+    if (!ours_failed) {
+      ++mismatches;
+      ADD_FAILURE() << "case " << i << ":\n" << cases[i].text << "\n--- jinja2 raised: " << err << "\n--- ours:\n" << ours;
+      continue;
+    }
+    const std::string prefix = "TemplateError: ";
+    if (err.rfind(prefix, 0) == 0 && ours != "ERROR: " + err.substr(prefix.size())) {
+      ++mismatches;
+      ADD_FAILURE() << "case " << i << ": raise_exception message differs\n--- jinja2: " << err << "\n--- ours: " << ours;
+      continue;
+    }
+    ++errors_matched;
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(errors_matched, 30);
+  std::printf("differential corpus: %zu cases, %d mismatches, %d expected errors\n", cases.size(), mismatches,
+              errors_matched);
+}
+
+}  // namespace
+}  // namespace spillway::api
