@@ -122,5 +122,84 @@ TEST(JinjaDifferential, CorpusMatchesPythonJinja2) {
               errors_matched);
 }
 
+// Renders every *.jinja file of $SPILLWAY_EXTRA_CHAT_TEMPLATES (a folder of real models'
+// templates, e.g. llama.cpp's models/templates) with the golden conversations and a few
+// variants, through both jinja2 and spillway. Skipped when the variable is unset.
+TEST(JinjaDifferential, ExtraTemplatesFolder) {
+  const char* dir = std::getenv("SPILLWAY_EXTRA_CHAT_TEMPLATES");
+  if (dir == nullptr) GTEST_SKIP() << "set SPILLWAY_EXTRA_CHAT_TEMPLATES to a folder of .jinja files";
+  if (std::system((python() + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "python3 with jinja2 not available";
+  }
+  const std::string list_file = "/tmp/spillway_jinja_extra_" + std::to_string(getpid()) + ".txt";
+  ASSERT_EQ(std::system(("ls '" + std::string(dir) + "'/*.jinja > '" + list_file + "'").c_str()), 0);
+  std::vector<std::string> files;
+  {
+    std::ifstream in(list_file);
+    for (std::string line; std::getline(in, line);) files.push_back(line);
+  }
+  std::remove(list_file.c_str());
+  // Conversations: the golden ones (qwen2.5 has all four) plus variants.
+  const auto golden = ordered_json::parse(read_file(chat_templates_dir() + "qwen2.5.expected.json"));
+  std::vector<ordered_json> convs;
+  for (const auto& c : golden) {
+    ordered_json v = {{"messages", c["messages"]}, {"tools", c["tools"]}};
+    convs.push_back(v);
+    ordered_json no_gen = v;
+    no_gen["add_generation_prompt"] = false;
+    convs.push_back(no_gen);
+  }
+  ordered_json openai = convs[6];  // tool call with content null and string arguments
+  openai["messages"][1]["content"] = nullptr;
+  openai["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{\"location\": \"Paris\"}";
+  convs.push_back(openai);
+  ordered_json parts = convs[0];
+  parts["messages"][1]["content"] = ordered_json::parse(R"([{"type": "text", "text": " Hi there "}, {"type": "text", "text": "again"}])");
+  convs.push_back(parts);
+  ordered_json think = convs[4];
+  think["messages"][1]["content"] = "<think>\nhmm\n</think>\n\nHello Ana!";
+  convs.push_back(think);
+  ordered_json in = ordered_json::array();
+  std::vector<std::pair<std::string, ordered_json>> cases;
+  for (const std::string& f : files) {
+    const std::string text = read_file(f);
+    for (const auto& conv : convs) {
+      for (int tokens = 0; tokens < 2; ++tokens) {
+        ordered_json vars = conv;
+        if (tokens == 1) {
+          vars["bos_token"] = "<s>";
+          vars["eos_token"] = "</s>";
+        }
+        in.push_back({{"template", text}, {"vars", vars}});
+        cases.emplace_back(f, vars);
+      }
+    }
+  }
+  const std::string base = "/tmp/spillway_jinja_extra_" + std::to_string(getpid());
+  {
+    std::ofstream f(base + "_in.json", std::ios::binary);
+    f << in.dump();
+  }
+  const std::string cmd = python() + " '" + source_dir() + "/jinja_reference.py' '" + chat_templates_dir() + "' '" +
+                          base + "_in.json' '" + base + "_out.json'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto ref = ordered_json::parse(read_file(base + "_out.json"));
+  std::remove((base + "_in.json").c_str());
+  std::remove((base + "_out.json").c_str());
+  int mismatches = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string ours = render_or_error(in[i]["template"].get<std::string>(), cases[i].second);
+    const bool ours_failed = ours.rfind("ERROR: ", 0) == 0;
+    const bool same = ref[i].contains("ok") ? ours == ref[i]["ok"].get<std::string>() : ours_failed;
+    if (!same) {
+      ++mismatches;
+      ADD_FAILURE() << cases[i].first << " with " << cases[i].second.dump() << "\n--- jinja2:\n"
+                    << ref[i].dump() << "\n--- ours:\n" << ours;
+    }
+  }
+  std::printf("extra templates: %zu files, %zu renders, %d mismatches\n", files.size(), cases.size(), mismatches);
+  EXPECT_EQ(mismatches, 0);
+}
+
 }  // namespace
 }  // namespace spillway::api
