@@ -29,6 +29,25 @@ std::string python() {
   return p != nullptr ? p : "python3";
 }
 
+bool have_jinja2() { return std::system((python() + " -c 'import jinja2' >/dev/null 2>&1").c_str()) == 0; }
+
+// Renders in = [{"template", "vars"}, ...] with jinja2 (jinja_reference.py).
+ordered_json reference(const ordered_json& in, const std::string& tag) {
+  const std::string base = "/tmp/spillway_jinja_" + tag + "_" + std::to_string(getpid());
+  {
+    std::ofstream f(base + "_in.json", std::ios::binary);
+    f << in.dump();
+  }
+  const std::string cmd = python() + " '" + source_dir() + "/jinja_reference.py' '" + chat_templates_dir() + "' '" +
+                          base + "_in.json' '" + base + "_out.json'";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cmd;
+  ordered_json out = rc == 0 ? ordered_json::parse(read_file(base + "_out.json")) : ordered_json::array();
+  std::remove((base + "_in.json").c_str());
+  std::remove((base + "_out.json").c_str());
+  return out;
+}
+
 struct Case {
   std::string text;
   ordered_json vars;
@@ -69,24 +88,12 @@ std::vector<Case> load_corpus() {
 }
 
 TEST(JinjaDifferential, CorpusMatchesPythonJinja2) {
-  if (std::system((python() + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not available (apt-get install python3-jinja2)";
-  }
+  if (!have_jinja2()) GTEST_SKIP() << "python3 with jinja2 not available (apt-get install python3-jinja2)";
   const std::vector<Case> cases = load_corpus();
   ASSERT_GT(cases.size(), 250u);
   ordered_json in = ordered_json::array();
   for (const Case& c : cases) in.push_back({{"template", c.text}, {"vars", c.vars}});
-  const std::string base = "/tmp/spillway_jinja_diff_" + std::to_string(getpid());
-  {
-    std::ofstream f(base + "_in.json", std::ios::binary);
-    f << in.dump();
-  }
-  const std::string cmd = python() + " '" + source_dir() + "/jinja_reference.py' '" + chat_templates_dir() + "' '" +
-                          base + "_in.json' '" + base + "_out.json'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const auto ref = ordered_json::parse(read_file(base + "_out.json"));
-  std::remove((base + "_in.json").c_str());
-  std::remove((base + "_out.json").c_str());
+  const auto ref = reference(in, "corpus");
   ASSERT_EQ(ref.size(), cases.size());
 
   int mismatches = 0;
@@ -122,15 +129,48 @@ TEST(JinjaDifferential, CorpusMatchesPythonJinja2) {
               errors_matched);
 }
 
+// The fallback templates render as jinja2 renders them, with and without bos/eos tokens.
+TEST(JinjaDifferential, BuiltinTemplatesMatchPythonJinja2) {
+  if (!have_jinja2()) GTEST_SKIP() << "python3 with jinja2 not available";
+  const auto golden = ordered_json::parse(read_file(chat_templates_dir() + "qwen2.5.expected.json"));
+  ordered_json in = ordered_json::array();
+  for (const char* family : {"chatml", "llama3", "llama2", "mistral", "gemma", "phi3"}) {
+    const auto source = builtin_chat_template(family);
+    ASSERT_TRUE(source.has_value()) << family;
+    for (const auto& c : golden) {
+      if (!c["tools"].is_null()) continue;
+      for (int variant = 0; variant < 3; ++variant) {
+        ordered_json vars = {{"messages", c["messages"]}, {"add_generation_prompt", variant != 2}};
+        if (variant > 0) {
+          vars["bos_token"] = "<s>";
+          vars["eos_token"] = "</s>";
+        }
+        in.push_back({{"template", *source}, {"vars", vars}});
+      }
+    }
+  }
+  const auto ref = reference(in, "builtin");
+  ASSERT_EQ(ref.size(), in.size());
+  int rendered = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string ours = render_or_error(in[i]["template"].get<std::string>(), in[i]["vars"]);
+    if (ref[i].contains("ok")) {
+      EXPECT_EQ(ours, ref[i]["ok"].get<std::string>()) << in[i].dump();
+      ++rendered;
+    } else {
+      EXPECT_EQ(ours.rfind("ERROR", 0), 0u) << in[i].dump() << "\n" << ref[i].dump();
+    }
+  }
+  EXPECT_GE(rendered, 48);
+}
+
 // Renders every *.jinja file of $SPILLWAY_EXTRA_CHAT_TEMPLATES (a folder of real models'
 // templates, e.g. llama.cpp's models/templates) with the golden conversations and a few
 // variants, through both jinja2 and spillway. Skipped when the variable is unset.
 TEST(JinjaDifferential, ExtraTemplatesFolder) {
   const char* dir = std::getenv("SPILLWAY_EXTRA_CHAT_TEMPLATES");
   if (dir == nullptr) GTEST_SKIP() << "set SPILLWAY_EXTRA_CHAT_TEMPLATES to a folder of .jinja files";
-  if (std::system((python() + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not available";
-  }
+  if (!have_jinja2()) GTEST_SKIP() << "python3 with jinja2 not available";
   const std::string list_file = "/tmp/spillway_jinja_extra_" + std::to_string(getpid()) + ".txt";
   ASSERT_EQ(std::system(("ls '" + std::string(dir) + "'/*.jinja > '" + list_file + "'").c_str()), 0);
   std::vector<std::string> files;
@@ -175,17 +215,8 @@ TEST(JinjaDifferential, ExtraTemplatesFolder) {
       }
     }
   }
-  const std::string base = "/tmp/spillway_jinja_extra_" + std::to_string(getpid());
-  {
-    std::ofstream f(base + "_in.json", std::ios::binary);
-    f << in.dump();
-  }
-  const std::string cmd = python() + " '" + source_dir() + "/jinja_reference.py' '" + chat_templates_dir() + "' '" +
-                          base + "_in.json' '" + base + "_out.json'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const auto ref = ordered_json::parse(read_file(base + "_out.json"));
-  std::remove((base + "_in.json").c_str());
-  std::remove((base + "_out.json").c_str());
+  const auto ref = reference(in, "extra");
+  ASSERT_EQ(ref.size(), cases.size());
   int mismatches = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string ours = render_or_error(in[i]["template"].get<std::string>(), cases[i].second);
