@@ -157,12 +157,9 @@ Result<Interpreter::Flow> Interpreter::exec_body(const Body& body, std::string& 
   return Flow::kNormal;
 }
 
-Result<std::string> Interpreter::render_scoped(const Body& body) {
+Result<Interpreter::Flow> Interpreter::render_scoped(const Body& body, std::string& out) {
   Scope scope(*this, child_of(frame_));
-  std::string out;
-  JASSIGN(const Flow flow, exec_body(body, out));
-  (void)flow;
-  return out;
+  return exec_body(body, out);
 }
 
 Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, std::string& out) {
@@ -205,7 +202,9 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, std::string& out) {
     }
     case StmtType::kSetBlock: {
       const auto& node = static_cast<const SetBlockStmt&>(s);
-      JASSIGN(std::string text, render_scoped(node.body));
+      std::string text;
+      JASSIGN(const Flow flow, render_scoped(node.body, text));
+      if (flow != Flow::kNormal) return flow;  // jinja2 inlines the body: break leaves the loop
       Value v = Value::string(std::move(text));
       if (node.filter) {
         JASSIGN(v, eval_filter(static_cast<const FilterExpr&>(*node.filter), &v));
@@ -239,7 +238,9 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& s, std::string& out) {
     }
     case StmtType::kFilterBlock: {
       const auto& node = static_cast<const FilterBlockStmt&>(s);
-      JASSIGN(std::string text, render_scoped(node.body));
+      std::string text;
+      JASSIGN(const Flow flow, render_scoped(node.body, text));
+      if (flow != Flow::kNormal) return flow;
       const Value input = Value::string(std::move(text));
       JASSIGN(const Value v, eval_filter(static_cast<const FilterExpr&>(*node.filter), &input));
       SPILLWAY_TRY(emit(v));

@@ -29,7 +29,7 @@ namespace spillway::api::jinja {
 struct RenderLimits {
   size_t max_string_bytes = size_t{32} << 20;  // any string built, and the output
   size_t max_list_items = size_t{1} << 22;
-  int64_t max_work = 20'000'000;  // statements + items iterated + bytes built / 8 (about 1 s)
+  int64_t max_work = 10'000'000;  // statements + items iterated + bytes built / 8 (< 1 s)
   int64_t max_loop_iterations = 1'000'000;
   int max_call_depth = 64;    // nested macro calls
   int max_eval_depth = 1000;  // nested statements + expressions + calls
@@ -196,7 +196,7 @@ class Interpreter {
   Result<Value> call_macro(const Macro& macro, CallArgs args);
   Result<Value> call_method(const Value& receiver, const std::string& name, CallArgs args);
   Result<Value> call_loop(Loop& loop, CallArgs args);
-  Result<std::string> render_scoped(const Body& body);
+  Result<Flow> render_scoped(const Body& body, std::string& out);
 
   const Program& program_;
   RenderLimits limits_;

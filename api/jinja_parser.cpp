@@ -92,7 +92,11 @@ Result<StmtPtr> Parser::parse_statement() {
       skip_name("required");
     }
     auto scope = std::make_unique<ScopeStmt>(line);
+    // Both bodies are functions in jinja2 (a block, a call block): loops outside do not count.
+    const int loops = loop_depth_;
+    loop_depth_ = 0;
     auto body = statements({tag == "block" ? "endblock" : "endgeneration"}, true);
+    loop_depth_ = loops;
     if (!body.ok()) return body.error();
     scope->body = std::move(body).value();
     if (tag == "block" && is(TokenType::kName)) next();  // {% endblock name %}
