@@ -9,13 +9,6 @@
 
 namespace spillway::api::jinja {
 
-#define JINJA_CAT2(a, b) a##b
-#define JINJA_CAT(a, b) JINJA_CAT2(a, b)
-#define JASSIGN(lhs, expr) JASSIGN_IMPL(JINJA_CAT(jinja_result_, __LINE__), lhs, expr)
-#define JASSIGN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                 \
-  if (!tmp.ok()) return tmp.error(); \
-  lhs = std::move(tmp).value()
 
 namespace {
 

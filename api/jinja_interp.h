@@ -24,6 +24,16 @@
 #include "api/jinja_value.h"
 #include "common/result.h"
 
+// `JASSIGN(lhs, expr);` assigns the value of a Result-returning expr to lhs, or returns its
+// error from the enclosing function (which returns a Result or a Status).
+#define JINJA_CAT2(a, b) a##b
+#define JINJA_CAT(a, b) JINJA_CAT2(a, b)
+#define JASSIGN(lhs, expr) JASSIGN_IMPL(JINJA_CAT(jinja_result_, __LINE__), lhs, expr)
+#define JASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                 \
+  if (!tmp.ok()) return tmp.error(); \
+  lhs = std::move(tmp).value()
+
 namespace spillway::api::jinja {
 
 struct RenderLimits {
