@@ -9,6 +9,13 @@
 // are prefixed with the template line.
 //
 // Thread contract: one Interpreter renders once, on one thread; many may share a Program.
+//
+// Not supported (an error when used, never a wrong render): template loading (include,
+// import, extends), autoescape blocks and Markup semantics (`safe` / `escape` return plain
+// strings), integers beyond 64 bits, complex numbers, \N{name} escapes, nested fields in
+// str.format specs, thousands separators, and the filters groupby, wordwrap, urlize,
+// urlencode, xmlattr, pprint, random, filesizeformat, striptags, plus lipsum(). Unicode
+// case mapping covers Latin, Greek, Cyrillic and Armenian (no final-sigma rule).
 #pragma once
 
 #include <cstdint>
