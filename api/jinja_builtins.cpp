@@ -41,7 +41,13 @@ Result<Value> range(Interpreter& interp, const CallArgs& call) {
   SPILLWAY_TRY(interp.charge(count));
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) items.push_back(Value::integer(start + i * step));
+  // Every item lies between start and stop, so stepping never overflows; the step after the
+  // last item is not taken.
+  int64_t value = start;
+  for (int64_t i = 0; i < count; ++i) {
+    items.push_back(Value::integer(value));
+    if (i + 1 < count) value += step;
+  }
   ListPtr list = make_list(std::move(items), ListFlavor::kRange);
   list->range_start = start;
   list->range_stop = stop;

@@ -294,6 +294,10 @@ Result<Value> filter_batch_or_slice(Interpreter& interp, const Value& v, const C
   JASSIGN(const int64_t n, int_param(a[0], 1, batch ? "linecount" : "slices"));
   JASSIGN(std::vector<Value> items, interp.iterate(v));
   const bool fill = a[1] && !a[1]->is_none();
+  // Each group is a new list: charge for it up front.
+  const int64_t groups_made = batch ? (n > 0 ? static_cast<int64_t>(items.size()) / n + 1 : 0)
+                                    : std::min<int64_t>(n, static_cast<int64_t>(interp.limits().max_list_items) + 1);
+  SPILLWAY_TRY(interp.charge(8 * std::max<int64_t>(groups_made, 0)));
   std::vector<Value> groups;
   if (batch) {
     if (n <= 0) return Error{"batch linecount must be positive"};

@@ -62,16 +62,16 @@ std::string c_format(const char* fmt, double d) {
   return big;
 }
 
-std::string int_in_base(int64_t v, int base, bool upper) {
+// The digits of |v| in base 2, 8, 10 or 16 (no sign; INT64_MIN included).
+std::string abs_digits(int64_t v, int base, bool upper) {
   const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-  const bool neg = v < 0;
-  uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  uint64_t u = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
   std::string out;
   do {
     out.insert(out.begin(), digits[u % static_cast<uint64_t>(base)]);
     u /= static_cast<uint64_t>(base);
   } while (u != 0);
-  return (neg ? "-" : "") + out;
+  return out;
 }
 
 std::string with_sign(std::string body, bool negative, char sign) {
@@ -108,11 +108,11 @@ Result<std::string> format_value(Interpreter& interp, const Value& v, const Spec
     switch (spec.type) {
       case 0:
       case 'd':
-      case 'n': body = int_in_base(i < 0 ? -i : i, 10, false); break;
+      case 'n': body = abs_digits(i, 10, false); break;
       case 'x':
-      case 'X': body = (spec.alternate ? (spec.type == 'x' ? "0x" : "0X") : "") + int_in_base(i < 0 ? -i : i, 16, spec.type == 'X'); break;
-      case 'o': body = (spec.alternate ? "0o" : "") + int_in_base(i < 0 ? -i : i, 8, false); break;
-      case 'b': body = (spec.alternate ? "0b" : "") + int_in_base(i < 0 ? -i : i, 2, false); break;
+      case 'X': body = (spec.alternate ? (spec.type == 'x' ? "0x" : "0X") : "") + abs_digits(i, 16, spec.type == 'X'); break;
+      case 'o': body = (spec.alternate ? "0o" : "") + abs_digits(i, 8, false); break;
+      case 'b': body = (spec.alternate ? "0b" : "") + abs_digits(i, 2, false); break;
       case 'c': {
         std::string c;
         if (i < 0 || i > 0x10FFFF) return Error{"%c arg not in range(0x110000)"};
@@ -293,11 +293,14 @@ Result<std::string> percent_format(Interpreter& interp, const std::string& fmt, 
         }
         Spec s2 = spec;
         s2.type = (conv == 'i' || conv == 'u') ? 'd' : conv;
+        if (arg.is_float() && !(std::fabs(arg.as_float()) < 9.2e18)) {
+          return Error{"cannot format this float as an integer (this interpreter's integers are 64-bit)"};
+        }
         const int64_t v = arg.is_float() ? static_cast<int64_t>(std::trunc(arg.as_float())) : arg.to_int();
         JASSIGN(piece, format_value(interp, Value::integer(v), s2));
         if (s2.precision > 0) {
           // %.3d pads the digits with zeros
-          std::string digits = int_in_base(v < 0 ? -v : v, s2.type == 'd' ? 10 : (s2.type == 'o' ? 8 : 16), s2.type == 'X');
+          std::string digits = abs_digits(v, s2.type == 'd' ? 10 : (s2.type == 'o' ? 8 : 16), s2.type == 'X');
           while (static_cast<int64_t>(digits.size()) < s2.precision) digits = "0" + digits;
           s2.precision = -1;
           piece = apply_width(with_sign(digits, v < 0, s2.sign), s2, true);

@@ -45,7 +45,7 @@ namespace spillway::api::jinja {
 
 struct RenderLimits {
   size_t max_string_bytes = size_t{32} << 20;  // any string built, and the output
-  size_t max_list_items = size_t{1} << 22;
+  size_t max_list_items = size_t{1} << 20;
   int64_t max_work = 10'000'000;  // statements + items iterated + bytes built / 8 (< 1 s)
   int64_t max_loop_iterations = 1'000'000;
   int max_call_depth = 64;    // nested macro calls

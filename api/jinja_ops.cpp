@@ -106,10 +106,11 @@ Result<SliceBounds> slice_indices(const Value& start, const Value& stop, const V
   out.lo = adjust(a, st < 0 ? len - 1 : 0);
   out.hi = adjust(b, st < 0 ? -1 : len);
   out.step = st;
+  // 128-bit index: lo + k * step never overflows however large the step.
   if (st > 0) {
-    for (int64_t i = out.lo; i < out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
+    for (__int128 i = out.lo; i < out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
   } else {
-    for (int64_t i = out.lo; i > out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
+    for (__int128 i = out.lo; i > out.hi; i += st) out.indices.push_back(static_cast<size_t>(i));
   }
   return out;
 }
@@ -364,10 +365,17 @@ Result<Value> Interpreter::slice(const Value& obj, const Value& start, const Val
     out.reserve(b.indices.size());
     for (size_t i : b.indices) out.push_back(l.items[i]);
     if (l.flavor == ListFlavor::kRange) {
+      const __int128 start = static_cast<__int128>(l.range_start) + static_cast<__int128>(b.lo) * l.range_step;
+      const __int128 stop = static_cast<__int128>(l.range_start) + static_cast<__int128>(b.hi) * l.range_step;
+      const __int128 step = static_cast<__int128>(l.range_step) * b.step;
+      auto fits = [](__int128 x) { return x >= INT64_MIN && x <= INT64_MAX; };
+      if (!fits(start) || !fits(stop) || !fits(step)) {  // only repr() would need the big bounds
+        return Value::list(make_list(std::move(out)));
+      }
       ListPtr r = make_list(std::move(out), ListFlavor::kRange);
-      r->range_start = l.range_start + b.lo * l.range_step;
-      r->range_stop = l.range_start + b.hi * l.range_step;
-      r->range_step = l.range_step * b.step;
+      r->range_start = static_cast<int64_t>(start);
+      r->range_stop = static_cast<int64_t>(stop);
+      r->range_step = static_cast<int64_t>(step);
       return Value::list(std::move(r));
     }
     return Value::list(make_list(std::move(out), l.flavor == ListFlavor::kTuple ? ListFlavor::kTuple : ListFlavor::kList));
@@ -386,7 +394,11 @@ Result<std::vector<Value>> Interpreter::iterate(const Value& v) {
     case Kind::kList: {
       List& l = v.as_list();
       SPILLWAY_TRY(charge(static_cast<int64_t>(l.items.size())));
-      if (l.is_iterator()) return std::move(l.items);  // consumed, as a Python iterator
+      if (l.is_iterator()) {  // consumed, as a Python iterator
+        std::vector<Value> items = std::move(l.items);
+        l.items.clear();
+        return items;
+      }
       return l.items;
     }
     case Kind::kDict: {
