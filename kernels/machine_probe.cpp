@@ -30,15 +30,15 @@ uint64_t read_scalar(const uint8_t* p, size_t n) {
   return a + b;
 }
 
-uint64_t int8_scalar(int64_t iterations, int32_t* sink) {
-  int32_t acc[8] = {};
+uint64_t int8_scalar(int64_t iterations, uint32_t* sink) {
+  uint32_t acc[8] = {};  // unsigned: long runs wrap, defined
   volatile int8_t va = 1, vb = 3;
-  const int32_t a = va, b = vb;
+  const uint32_t a = static_cast<uint32_t>(va), b = static_cast<uint32_t>(vb);
   for (int64_t i = 0; i < iterations; ++i) {
-    for (int32_t& v : acc) v += a * b;
+    for (uint32_t& v : acc) v += a * b;
   }
-  int32_t total = 0;
-  for (int32_t v : acc) total += v;
+  uint32_t total = 0;
+  for (uint32_t v : acc) total += v;
   *sink = total;
   return static_cast<uint64_t>(iterations) * 8;
 }

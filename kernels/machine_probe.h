@@ -47,7 +47,7 @@ MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& options = {});
 // each MAC adds 1 * 3; bf16 and fp32: each adds ~1e-3 * 2e-3 resp. 1e-3 * 0.999).
 struct ProbeLoops {
   uint64_t (*read)(const uint8_t* p, size_t n) = nullptr;
-  uint64_t (*int8_macs)(int64_t iterations, int32_t* sink) = nullptr;
+  uint64_t (*int8_macs)(int64_t iterations, uint32_t* sink) = nullptr;
   uint64_t (*bf16_macs)(int64_t iterations, float* sink) = nullptr;  // null: unsupported
   uint64_t (*fp32_macs)(int64_t iterations, float* sink) = nullptr;
 };

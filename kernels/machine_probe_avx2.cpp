@@ -24,7 +24,7 @@ uint64_t read_avx2(const uint8_t* p, size_t n) {
 }
 
 // The AVX2 quantized dot: maddubs (u8 x s8 -> s16 pairs), madd with ones (-> s32), add.
-uint64_t int8_avx2(int64_t iterations, int32_t* sink) {
+uint64_t int8_avx2(int64_t iterations, uint32_t* sink) {
   __m256i acc[kChains];
   for (auto& v : acc) v = _mm256_setzero_si256();
   const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
@@ -35,10 +35,10 @@ uint64_t int8_avx2(int64_t iterations, int32_t* sink) {
   }
   __m256i s = acc[0];
   for (int k = 1; k < kChains; ++k) s = _mm256_add_epi32(s, acc[k]);
-  alignas(32) int32_t lanes[8];
+  alignas(32) uint32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  int32_t total = 0;
-  for (int32_t x : lanes) total += x;
+  uint32_t total = 0;  // wraps like the lanes: unsigned, so defined
+  for (uint32_t x : lanes) total += x;
   *sink = total;
   return static_cast<uint64_t>(iterations) * kChains * 32;
 }
