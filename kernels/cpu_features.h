@@ -18,6 +18,9 @@ const std::vector<Isa>& supported_isas();
 // The level the dispatching functions use: the best supported, unless the environment
 // variable SPILLWAY_ISA=scalar|avx2|avx512 asks for a lower supported one.
 Isa active_isa();
+// The level active_isa() picks for a SPILLWAY_ISA value: that level when supported,
+// otherwise (empty, unknown, or not supported here) the best supported one.
+Isa resolve_isa_request(std::string_view request);
 bool has_avx512_bf16();
 
 }  // namespace spillway::kernels

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace spillway::kernels {
@@ -29,7 +30,8 @@ class ThreadPool {
   // and returns when all have returned. fn must not throw.
   template <class Fn>
   void run_on_all(Fn&& fn) {
-    run_impl([](void* ctx, int t) { (*static_cast<Fn*>(ctx))(t); }, &fn);
+    using F = std::remove_reference_t<Fn>;
+    run_impl([](void* ctx, int t) { (*static_cast<F*>(ctx))(t); }, const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
   // Splits [0, n) into size() contiguous ranges (some may be empty) and calls
@@ -57,6 +59,11 @@ class ThreadPool {
   Task task_ = nullptr;
   void* ctx_ = nullptr;
   bool stop_ = false;
+  std::atomic<int> sleepers_{0};  // workers blocked on wake_ (changed under mu_)
 };
+
+// Physical cores this process may run on (distinct cores among its CPU affinity set,
+// SMT siblings counted once); at least 1. The default ThreadPool size.
+int physical_core_count();
 
 }  // namespace spillway::kernels

@@ -1,0 +1,172 @@
+// Kernel micro-benchmarks (Google Benchmark).
+//
+//   build/dev/bench/bench_kernels --benchmark_min_time=0.01          # quick check
+//   build/dev/bench/bench_kernels --benchmark_filter='matmul/.*/m:1/'  # GEMV only
+//   SPILLWAY_BENCH_THREADS=1 build/dev/bench/bench_kernels ...         # pool size (default:
+//                                                                      # physical cores)
+// matmul at TinyLlama shapes (2048x2048 attention projections, 5632x2048 MLP up/gate) for
+// every ISA this CPU runs, every weight type, m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar
+// table only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
+// at most 8) are cycled so GEMV streams from DRAM rather than from the last-level cache.
+// Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
+// Attention: F16 paged KV cache, head_dim 64, 8 query heads per kv head (TinyLlama GQA).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace spillway::kernels {
+namespace {
+
+int bench_threads() {
+  const char* env = std::getenv("SPILLWAY_BENCH_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : physical_core_count();
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(bench_threads());
+  return p;
+}
+
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n) : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {}
+  ~AlignedBytes() { std::free(data); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  size_t size;
+  uint8_t* data;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// The weight copies of the matrix benchmarked last (kept while consecutive benchmarks use
+// the same type and shape).
+struct WeightSet {
+  DType type = DType::F32;
+  int64_t rows = 0, cols = 0;
+  std::vector<std::unique_ptr<AlignedBytes>> copies;
+};
+
+const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
+  static WeightSet set;
+  if (!set.copies.empty() && set.type == type && set.rows == rows && set.cols == cols) return set;
+  set.copies.clear();
+  set.type = type;
+  set.rows = rows;
+  set.cols = cols;
+  const int64_t rb = row_bytes(type, cols);
+  const size_t bytes = size_t(rb * rows);
+  auto first = std::make_unique<AlignedBytes>(bytes);
+  const std::vector<float> values = random_floats(size_t(rows * cols), uint32_t(rows + cols));
+  for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * cols, first->data + r * rb, cols);
+  const size_t n_copies = std::min<size_t>(8, std::max<size_t>(1, (size_t{128} << 20) / bytes));
+  set.copies.push_back(std::move(first));
+  while (set.copies.size() < n_copies) {
+    auto copy = std::make_unique<AlignedBytes>(bytes);
+    std::memcpy(copy->data, set.copies.front()->data, bytes);
+    set.copies.push_back(std::move(copy));
+  }
+  return set;
+}
+
+void bench_matmul(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t cols, int64_t m) {
+  const KernelTable& kt = kernels_for(isa);
+  const WeightSet& set = weights(type, rows, cols);
+  const std::vector<float> x = random_floats(size_t(m * cols), 7);
+  std::vector<float> y(size_t(m * rows));
+  WeightMatrix w{type, nullptr, rows, cols};
+  AlignedBytes scratch(matmul_scratch_bytes(w, m) + 64);
+  size_t next = 0;
+  for (auto _ : state) {
+    w.data = set.copies[next]->data;
+    next = (next + 1) % set.copies.size();
+    matmul(kt, w, x.data(), m, y.data(), scratch.data, pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double weight_bytes = double(row_bytes(type, cols) * rows);
+  state.counters["weight_bytes/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ops/s"] = benchmark::Counter(2.0 * double(m) * double(rows) * double(cols),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = pool().size();
+}
+
+void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx) {
+  const KernelTable& kt = kernels_for(isa);
+  constexpr int kHeadDim = 64, kGroup = 8, kKvHeads = 4, kBlock = 16;
+  const int64_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
+  const int64_t token_elems = int64_t(kKvHeads) * kHeadDim;
+  std::vector<uint16_t> k(size_t(n_blocks * kBlock * token_elems)), v(k.size());
+  const std::vector<float> values = random_floats(k.size(), 3);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = fp32_to_fp16(values[i]);
+    v[i] = fp32_to_fp16(values[(i * 7) % values.size()]);
+  }
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) table[size_t(b)] = int32_t((b * 5) % n_blocks);  // scattered blocks
+  KvView kv{DType::F16, nullptr, table.data(), kBlock, kBlock * token_elems, token_elems};
+  KvView kview = kv, vview = kv;
+  kview.data = k.data();
+  vview.data = v.data();
+  const std::vector<float> q = random_floats(size_t(kGroup * kHeadDim), 4);
+  std::vector<float> out(q.size()), scratch(static_cast<size_t>(n_ctx));
+  for (auto _ : state) {
+    kt.attention(q.data(), kGroup, kHeadDim, kview, vview, 1, n_ctx, 0.125f, out.data(), scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_bytes/s"] = benchmark::Counter(2.0 * double(n_ctx) * kHeadDim * 2,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};
+  for (DType type : kTypes) {
+    for (const auto& shape : kShapes) {
+      for (int64_t m : {1, 16, 64, 512}) {
+        for (Isa isa : supported_isas()) {
+          if (isa == Isa::Scalar && m > 16) continue;
+          const std::string name = "matmul/" + std::string(dtype_name(type)) + "/" + std::string(isa_name(isa)) +
+                                   "/m:" + std::to_string(m) + "/" + std::to_string(shape[0]) + "x" +
+                                   std::to_string(shape[1]);
+          benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, shape[0], shape[1], m)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+  for (int64_t n_ctx : {128, 512, 2048, 8192}) {
+    for (Isa isa : supported_isas()) {
+      const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx);
+      benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx)->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spillway::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  spillway::kernels::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,112 @@
+// The public kernel entry points: each forwards to the table of active_isa().
+#include <cassert>
+#include <cmath>
+
+#include "kernels/kernel_table.h"
+
+namespace spillway::kernels {
+
+namespace {
+const KernelTable& active_table() {
+  static const KernelTable& table = kernels_for(active_isa());
+  return table;
+}
+}  // namespace
+
+const KernelTable& kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return scalar_kernel_table();
+    case Isa::Avx2: {
+      const std::vector<Isa>& s = supported_isas();
+      assert(s.size() > 1 && "kernels_for: AVX2 is not supported on this CPU");
+      (void)s;
+      return avx2_kernel_table();
+    }
+    case Isa::Avx512:
+      assert(supported_isas().back() == Isa::Avx512 && "kernels_for: AVX-512 is not supported");
+      return avx512_kernel_table();
+  }
+  return scalar_kernel_table();
+}
+
+WeightSlot weight_slot(DType t) {
+  switch (t) {
+    case DType::F32: return WeightSlot::F32;
+    case DType::F16: return WeightSlot::F16;
+    case DType::BF16: return WeightSlot::BF16;
+    case DType::Q8_0: return WeightSlot::Q8_0;
+    case DType::Q4_0: return WeightSlot::Q4_0;
+    case DType::Q4_K: return WeightSlot::Q4_K;
+    case DType::Q6_K: return WeightSlot::Q6_K;
+  }
+  assert(false && "weight_slot: unsupported type");
+  return WeightSlot::F32;
+}
+
+ActivationFormat activation_format(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0: return ActivationFormat::Q8_0;
+    case DType::Q4_K:
+    case DType::Q6_K: return ActivationFormat::Q8_K;
+    default: return ActivationFormat::F32;
+  }
+}
+
+size_t activation_row_bytes(ActivationFormat f, int64_t cols) {
+  switch (f) {
+    case ActivationFormat::F32: return 0;
+    case ActivationFormat::Q8_0: return size_t(cols / kQK8_0) * (2 + kQK8_0);
+    case ActivationFormat::Q8_K: return size_t(cols / kQK_K) * (4 + kQK_K + kQK_K / 8);
+  }
+  return 0;
+}
+
+size_t activation_row_stride(ActivationFormat f, int64_t cols) {
+  return (activation_row_bytes(f, cols) + 63) & ~size_t{63};
+}
+
+void rope_table(int rot_dim, int64_t pos, float freq_base, float freq_scale,
+                const float* freq_factors, float* cos_sin) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dim));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < rot_dim / 2; ++i) {
+    const float factor = freq_factors ? freq_factors[i] : 1.0f;
+    const float angle = freq_scale * (theta / factor);
+    cos_sin[2 * i] = std::cos(angle);
+    cos_sin[2 * i + 1] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* scratch,
+            ThreadPool& pool) {
+  matmul(active_table(), w, x, m, y, scratch, pool);
+}
+
+void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  active_table().rms_norm(x, weight, y, n, eps);
+}
+
+void softmax(float* x, int64_t n) { active_table().softmax(x, n); }
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  active_table().silu_mul(gate, up, out, n);
+}
+
+void add_inplace(float* y, const float* x, int64_t n) { active_table().add_inplace(y, x, n); }
+
+void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
+          float freq_scale, const float* freq_factors, RopeStyle style) {
+  assert(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim <= kMaxRopeDim);
+  float cos_sin[kMaxRopeDim];
+  rope_table(rot_dim, pos, freq_base, freq_scale, freq_factors, cos_sin);
+  active_table().rope(x, n_heads, head_dim, rot_dim, cos_sin, style);
+}
+
+void attention(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
+               int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
+  active_table().attention(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+}
+
+}  // namespace spillway::kernels

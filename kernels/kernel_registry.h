@@ -1,0 +1,14 @@
+// Internal: how the per-ISA files contribute their kernels to a KernelTable. Plain
+// declarations only (no inline code), so the header is safe in every translation unit.
+#pragma once
+
+#include "kernels/kernel_table.h"
+
+namespace spillway::kernels {
+
+void add_avx2_dot_kernels(KernelTable& t);   // dot_avx2.cpp
+void add_avx2_row_kernels(KernelTable& t);   // ops_avx2.cpp
+void add_avx512_dot_kernels(KernelTable& t); // dot_avx512.cpp
+void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
+
+}  // namespace spillway::kernels

@@ -1,0 +1,310 @@
+// The portable reference implementation of every dispatched kernel. SIMD variants are
+// tested against these functions; integer parts (activation quantization, per-block
+// integer dots) must match them exactly.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernel_table.h"
+#include "kernels/quant_blocks.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+// Round to nearest, ties to even, for |v| < 2^22 (llama.cpp's nearest_int).
+int nearest_int(float v) {
+  const float shifted = v + 12582912.0f;  // 1.5 * 2^23
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007FFFFF) - 0x00400000;
+}
+
+// ---- activation quantizers ----------------------------------------------------------
+
+void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK8_0; ++i, x += kQK8_0) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    y[i].d = fp32_to_fp16(amax / 127.0f);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < kQK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+
+void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof y[i]);
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQK_K; ++j) y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += y[i].qs[16 * g + l];
+      y[i].bsums[g] = static_cast<int16_t>(sum);
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+// ---- dot products: one weight row against nx activation rows -------------------------
+
+template <class RowDot>
+void for_each_row(const void* x, size_t x_stride, int nx, float* y, size_t y_stride, RowDot dot) {
+  for (int i = 0; i < nx; ++i) {
+    y[i * y_stride] = dot(reinterpret_cast<const uint8_t*>(x) + i * x_stride);
+  }
+}
+
+void dot_f32(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wr = static_cast<const float*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xf = reinterpret_cast<const float*>(xr);
+    float acc = 0.0f;
+    for (int64_t k = 0; k < cols; ++k) acc += wr[k] * xf[k];
+    return acc;
+  });
+}
+
+void dot_f16(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wr = static_cast<const uint16_t*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xf = reinterpret_cast<const float*>(xr);
+    float acc = 0.0f;
+    for (int64_t k = 0; k < cols; ++k) acc += fp16_to_fp32(wr[k]) * xf[k];
+    return acc;
+  });
+}
+
+void dot_bf16(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wr = static_cast<const uint16_t*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xf = reinterpret_cast<const float*>(xr);
+    float acc = 0.0f;
+    for (int64_t k = 0; k < cols; ++k) acc += bf16_to_fp32(wr[k]) * xf[k];
+    return acc;
+  });
+}
+
+void dot_q8_0(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ8_0*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_0*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK8_0; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < kQK8_0; ++j) sum += wb[b].qs[j] * xb[b].qs[j];
+      acc += (fp16_to_fp32(wb[b].d) * fp16_to_fp32(xb[b].d)) * static_cast<float>(sum);
+    }
+    return acc;
+  });
+}
+
+void dot_q4_0(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ4_0*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_0*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK4_0; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < kQK4_0 / 2; ++j) {
+        sum += ((wb[b].qs[j] & 0x0F) - 8) * xb[b].qs[j];
+        sum += ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + kQK4_0 / 2];
+      }
+      acc += (fp16_to_fp32(wb[b].d) * fp16_to_fp32(xb[b].d)) * static_cast<float>(sum);
+    }
+    return acc;
+  });
+}
+
+void dot_q4_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ4_K*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      int32_t sum_q = 0, sum_mins = 0;
+      for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        q4k_scale_min(wb[b].scales, j, &sc, &m);
+        const uint8_t* q = wb[b].qs + 32 * (j / 2);
+        const int shift = (j % 2) * 4;
+        int32_t sub = 0;
+        for (int l = 0; l < 32; ++l) sub += ((q[l] >> shift) & 0x0F) * xb[b].qs[32 * j + l];
+        sum_q += sc * sub;
+        sum_mins += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+      }
+      const float d = xb[b].d * fp16_to_fp32(wb[b].d);
+      const float dmin = xb[b].d * fp16_to_fp32(wb[b].dmin);
+      acc += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_mins);
+    }
+    return acc;
+  });
+}
+
+void dot_q6_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ6_K*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      int32_t sum = 0;
+      for (int g = 0; g < 16; ++g) {
+        int32_t group = 0;
+        for (int l = 0; l < 16; ++l) group += (q6k_quant(wb[b], 16 * g + l) - 32) * xb[b].qs[16 * g + l];
+        sum += wb[b].scales[g] * group;
+      }
+      acc += (xb[b].d * fp16_to_fp32(wb[b].d)) * static_cast<float>(sum);
+    }
+    return acc;
+  });
+}
+
+// ---- row operations -------------------------------------------------------------------
+
+void rms_norm_scalar(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (weight) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void softmax_scalar(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace_scalar(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void rope_scalar(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
+  const int half = rot_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* xh = x + int64_t(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      float* a = style == RopeStyle::Interleaved ? xh + 2 * i : xh + i;
+      float* b = style == RopeStyle::Interleaved ? xh + 2 * i + 1 : xh + i + half;
+      const float x0 = *a, x1 = *b;
+      *a = x0 * c - x1 * s;
+      *b = x0 * s + x1 * c;
+    }
+  }
+}
+
+// ---- attention --------------------------------------------------------------------------
+
+template <class Elem>
+float load_kv(const Elem* p, int64_t d) {
+  if constexpr (sizeof(Elem) == 2) {
+    return fp16_to_fp32(p[d]);
+  } else {
+    return p[d];
+  }
+}
+
+template <class Elem>
+void attention_typed(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
+                     int kv_head, int64_t n_ctx, float scale, float* out, float* scores) {
+  const auto* kdata = static_cast<const Elem*>(k.data);
+  const auto* vdata = static_cast<const Elem*>(v.data);
+  for (int g = 0; g < n_group; ++g) {
+    const float* qg = q + int64_t(g) * head_dim;
+    float* og = out + int64_t(g) * head_dim;
+    for (int64_t t0 = 0; t0 < n_ctx; t0 += k.block_size) {
+      const int64_t block = k.block_table[t0 / k.block_size];
+      const Elem* base = kdata + block * k.block_stride + int64_t(kv_head) * head_dim;
+      const int64_t count = std::min<int64_t>(k.block_size, n_ctx - t0);
+      for (int64_t r = 0; r < count; ++r) {
+        const Elem* kr = base + r * k.token_stride;
+        float acc = 0.0f;
+        for (int d = 0; d < head_dim; ++d) acc += qg[d] * load_kv(kr, d);
+        scores[t0 + r] = acc * scale;
+      }
+    }
+    softmax_scalar(scores, n_ctx);
+    for (int d = 0; d < head_dim; ++d) og[d] = 0.0f;
+    for (int64_t t0 = 0; t0 < n_ctx; t0 += v.block_size) {
+      const int64_t block = v.block_table[t0 / v.block_size];
+      const Elem* base = vdata + block * v.block_stride + int64_t(kv_head) * head_dim;
+      const int64_t count = std::min<int64_t>(v.block_size, n_ctx - t0);
+      for (int64_t r = 0; r < count; ++r) {
+        const Elem* vr = base + r * v.token_stride;
+        const float p = scores[t0 + r];
+        for (int d = 0; d < head_dim; ++d) og[d] += p * load_kv(vr, d);
+      }
+    }
+  }
+}
+
+void attention_scalar(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
+                      int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
+  assert(k.type == v.type);
+  if (k.type == DType::F16) {
+    attention_typed<uint16_t>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+  } else {
+    assert(k.type == DType::F32);
+    attention_typed<float>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+  }
+}
+
+constexpr KernelTable make_scalar_table() {
+  KernelTable t;
+  t.isa = Isa::Scalar;
+  t.quantize_q8_0 = quantize_act_q8_0;
+  t.quantize_q8_K = quantize_act_q8_k;
+  t.dot[int(WeightSlot::F32)] = dot_f32;
+  t.dot[int(WeightSlot::F16)] = dot_f16;
+  t.dot[int(WeightSlot::BF16)] = dot_bf16;
+  t.dot[int(WeightSlot::Q8_0)] = dot_q8_0;
+  t.dot[int(WeightSlot::Q4_0)] = dot_q4_0;
+  t.dot[int(WeightSlot::Q4_K)] = dot_q4_k;
+  t.dot[int(WeightSlot::Q6_K)] = dot_q6_k;
+  t.rms_norm = rms_norm_scalar;
+  t.softmax = softmax_scalar;
+  t.silu_mul = silu_mul_scalar;
+  t.add_inplace = add_inplace_scalar;
+  t.rope = rope_scalar;
+  t.attention = attention_scalar;
+  return t;
+}
+
+constinit const KernelTable kScalarTable = make_scalar_table();
+
+}  // namespace
+
+const KernelTable& scalar_kernel_table() { return kScalarTable; }
+
+}  // namespace spillway::kernels

@@ -1,0 +1,249 @@
+// matmul on every ISA and weight type: exact where the data makes every sum exact,
+// within tight tolerances on random data, against the scalar table and a double-precision
+// reference built from dequantized weights and activations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernel_test_util.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/thread_pool.h"
+
+namespace spillway::kernels {
+namespace {
+
+using testing::AlignedBuffer;
+using testing::kAllWeightTypes;
+using testing::random_floats;
+using testing::random_matrix;
+using testing::TestMatrix;
+
+// The activations the dot kernels see for weight type t, dequantized (scalar quantizer).
+std::vector<float> effective_activations(DType t, const float* x, int64_t m, int64_t cols) {
+  std::vector<float> out(size_t(m * cols));
+  const ActivationFormat f = activation_format(t);
+  if (f == ActivationFormat::F32) {
+    std::memcpy(out.data(), x, out.size() * sizeof(float));
+    return out;
+  }
+  const KernelTable& scalar = kernels_for(Isa::Scalar);
+  std::vector<uint8_t> q(activation_row_bytes(f, cols));
+  for (int64_t i = 0; i < m; ++i) {
+    float* o = out.data() + i * cols;
+    if (f == ActivationFormat::Q8_0) {
+      scalar.quantize_q8_0(x + i * cols, q.data(), cols);
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(q.data());
+      for (int64_t k = 0; k < cols; ++k) o[k] = fp16_to_fp32(b[k / 32].d) * b[k / 32].qs[k % 32];
+    } else {
+      scalar.quantize_q8_K(x + i * cols, q.data(), cols);
+      const auto* b = reinterpret_cast<const BlockQ8_K*>(q.data());
+      for (int64_t k = 0; k < cols; ++k) o[k] = b[k / 256].d * b[k / 256].qs[k % 256];
+    }
+  }
+  return out;
+}
+
+struct Reference {
+  std::vector<double> y;      // [m, rows]
+  std::vector<double> scale;  // sum_k |w_jk x_ik|, for relative tolerances
+};
+
+Reference reference_matmul(const TestMatrix& w, const float* x, int64_t m) {
+  std::vector<float> wf(size_t(w.rows * w.cols));
+  const int64_t rb = row_bytes(w.type, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w.type, w.bytes.data() + r * rb, wf.data() + r * w.cols, w.cols);
+  const std::vector<float> xe = effective_activations(w.type, x, m, w.cols);
+  Reference ref{std::vector<double>(size_t(m * w.rows)), std::vector<double>(size_t(m * w.rows))};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < w.rows; ++j) {
+      double acc = 0, mag = 0;
+      for (int64_t k = 0; k < w.cols; ++k) {
+        const double p = double(wf[size_t(j * w.cols + k)]) * xe[size_t(i * w.cols + k)];
+        acc += p;
+        mag += std::fabs(p);
+      }
+      ref.y[size_t(i * w.rows + j)] = acc;
+      ref.scale[size_t(i * w.rows + j)] = mag;
+    }
+  }
+  return ref;
+}
+
+std::vector<float> run_matmul(const KernelTable& kt, const TestMatrix& w, const std::vector<float>& x,
+                              int64_t m, ThreadPool& pool) {
+  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w.view(), m) + 1);
+  std::vector<float> y(size_t(m * w.rows), NAN);
+  matmul(kt, w.view(), x.data(), m, y.data(), scratch.data(), pool);
+  return y;
+}
+
+// Weights whose dequantized values are small multiples of powers of two, so that every
+// partial sum of a dot product is exact in fp32 and the summation order cannot matter.
+TestMatrix exact_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  TestMatrix w{t, rows, cols, std::vector<uint8_t>(size_t(row_bytes(t, cols) * rows))};
+  const int64_t n = rows * cols;
+  uint8_t* p = w.bytes.data();
+  switch (t) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(p)[i] = uniform(-64, 64) / 8.0f;
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(p)[i] = fp32_to_fp16(uniform(-64, 64) / 8.0f);
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(p)[i] = fp32_to_bf16(uniform(-64, 64) / 8.0f);
+      break;
+    case DType::Q8_0:
+      for (auto* b = reinterpret_cast<BlockQ8_0*>(p); b < reinterpret_cast<BlockQ8_0*>(p) + n / 32; ++b) {
+        b->d = fp32_to_fp16(0.125f);
+        for (int8_t& q : b->qs) q = static_cast<int8_t>(uniform(-8, 8));
+      }
+      break;
+    case DType::Q4_0:
+      for (auto* b = reinterpret_cast<BlockQ4_0*>(p); b < reinterpret_cast<BlockQ4_0*>(p) + n / 32; ++b) {
+        b->d = fp32_to_fp16(0.25f);
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q4_K:
+      for (auto* b = reinterpret_cast<BlockQ4_K*>(p); b < reinterpret_cast<BlockQ4_K*>(p) + n / 256; ++b) {
+        b->d = fp32_to_fp16(1.0f / 16);
+        b->dmin = fp32_to_fp16(1.0f / 32);
+        for (uint8_t& s : b->scales) s = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q6_K:
+      for (auto* b = reinterpret_cast<BlockQ6_K*>(p); b < reinterpret_cast<BlockQ6_K*>(p) + n / 256; ++b) {
+        b->d = fp32_to_fp16(1.0f / 64);
+        for (uint8_t& q : b->ql) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qh) q = static_cast<uint8_t>(uniform(0, 255));
+        for (int8_t& s : b->scales) s = static_cast<int8_t>(uniform(-64, 64));
+      }
+      break;
+  }
+  return w;
+}
+
+// Integer activations in [-4, 4] with +-127 at the start of every 32 values, so that
+// both activation quantizers reproduce them exactly (scale +-1).
+std::vector<float> exact_activations(int64_t m, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-4, 4), sign(0, 1);
+  std::vector<float> x(size_t(m * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(small(rng));
+  for (size_t i = 0; i < x.size(); i += 32) x[i] = sign(rng) ? 127.0f : -127.0f;
+  return x;
+}
+
+TEST(Matmul, ExactDataGivesIdenticalResultsOnEveryIsa) {
+  ThreadPool pool(3);
+  for (DType t : kAllWeightTypes) {
+    const int64_t block = std::max<int64_t>(block_elems(t), 32);
+    for (int64_t cols : {block, block * 4, int64_t{1024}}) {
+      const TestMatrix w = exact_matrix(t, 37, cols, uint32_t(cols));
+      for (int64_t m : {1, 2, 3, 5, 16}) {
+        const std::vector<float> x = exact_activations(m, cols, uint32_t(m * 7 + cols));
+        const Reference ref = reference_matmul(w, x.data(), m);
+        for (Isa isa : supported_isas()) {
+          const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_EQ(double(y[i]), ref.y[i]) << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                                              << " m=" << m << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, RandomDataMatchesScalarAndReferenceOnEveryIsa) {
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    for (DType t : kAllWeightTypes) {
+      const int64_t block = std::max<int64_t>(block_elems(t), 32);
+      for (int64_t cols : {block, block * 3, block * 8}) {
+        const int64_t rows = 67;  // not a multiple of any split
+        const TestMatrix w = random_matrix(t, rows, cols, uint32_t(cols + int(t)));
+        for (int64_t m : {1, 2, 3, 16, 33}) {
+          const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
+          const Reference ref = reference_matmul(w, x.data(), m);
+          const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+          for (size_t i = 0; i < scalar.size(); ++i) {
+            ASSERT_NEAR(scalar[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30)
+                << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
+          }
+          for (Isa isa : supported_isas()) {
+            const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
+            for (size_t i = 0; i < y.size(); ++i) {
+              ASSERT_NEAR(y[i], scalar[i], 1e-5 * ref.scale[i] + 1e-30)
+                  << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, KQuantsAreBitIdenticalToScalarOnEveryIsa) {
+  // Their integer block sums are exact and scaled in the reference's order.
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    const TestMatrix w = random_matrix(t, 29, 256 * 5, 91);
+    for (int64_t m : {1, 3, 4, 9}) {
+      const std::vector<float> x = random_floats(m * 256 * 5, uint32_t(m));
+      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+      for (Isa isa : supported_isas()) {
+        EXPECT_EQ(run_matmul(kernels_for(isa), w, x, m, pool), scalar) << isa_name(isa) << " " << dtype_name(t) << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Matmul, FloatWeightsWithAnyColumnCount) {
+  ThreadPool pool(2);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {1, 7, 15, 16, 17, 33, 100}) {
+      const TestMatrix w = random_matrix(t, 13, cols, uint32_t(cols));
+      for (int64_t m : {1, 2, 5}) {
+        const std::vector<float> x = random_floats(m * cols, uint32_t(m * cols));
+        const Reference ref = reference_matmul(w, x.data(), m);
+        for (Isa isa : supported_isas()) {
+          const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30) << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, PublicEntryPointUsesTheActiveTable) {
+  ThreadPool pool(2);
+  const TestMatrix w = random_matrix(DType::Q4_0, 40, 256, 5);
+  const std::vector<float> x = random_floats(3 * 256, 6);
+  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w.view(), 3) + 1);
+  std::vector<float> y(3 * 40);
+  matmul(w.view(), x.data(), 3, y.data(), scratch.data(), pool);
+  const std::vector<float> expected = run_matmul(kernels_for(active_isa()), w, x, 3, pool);
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], expected[i]) << i;
+}
+
+TEST(Matmul, ScratchSizes) {
+  const WeightMatrix f16{DType::F16, nullptr, 10, 64};
+  EXPECT_EQ(matmul_scratch_bytes(f16, 8), 0u);
+  const WeightMatrix q4{DType::Q4_0, nullptr, 10, 64};
+  EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * 2 * 34);
+  const WeightMatrix q6{DType::Q6_K, nullptr, 10, 512};
+  EXPECT_GE(matmul_scratch_bytes(q6, 2), 2u * 2 * 292);
+  EXPECT_EQ(matmul_scratch_bytes(q6, 2) % 64, 0u);
+}
+
+}  // namespace
+}  // namespace spillway::kernels

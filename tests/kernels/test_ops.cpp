@@ -1,0 +1,279 @@
+// Row operations, RoPE and paged attention on every ISA against naive double-precision
+// references written here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <cstring>
+#include <random>
+
+#include "kernel_test_util.h"
+
+namespace spillway::kernels {
+namespace {
+
+using testing::random_floats;
+
+constexpr int64_t kLengths[] = {1, 3, 8, 15, 16, 17, 31, 64, 100, 257, 2048};
+
+TEST(RmsNorm, MatchesDoubleReference) {
+  for (Isa isa : supported_isas()) {
+    const KernelTable& kt = kernels_for(isa);
+    for (int64_t n : kLengths) {
+      const std::vector<float> x = random_floats(n, uint32_t(n), 3.0f);
+      const std::vector<float> w = random_floats(n, uint32_t(n + 1));
+      for (bool with_weight : {true, false}) {
+        std::vector<float> y(static_cast<size_t>(n));
+        kt.rms_norm(x.data(), with_weight ? w.data() : nullptr, y.data(), n, 1e-5f);
+        double ss = 0;
+        for (float v : x) ss += double(v) * v;
+        const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+        for (int64_t i = 0; i < n; ++i) {
+          const double expected = x[size_t(i)] * inv * (with_weight ? w[size_t(i)] : 1.0);
+          ASSERT_NEAR(y[size_t(i)], expected, 2e-6 * std::fabs(expected) + 1e-7) << isa_name(isa) << " n=" << n;
+        }
+      }
+      // In place.
+      std::vector<float> inplace = x;
+      kt.rms_norm(inplace.data(), w.data(), inplace.data(), n, 1e-6f);
+      std::vector<float> separate(static_cast<size_t>(n));
+      kt.rms_norm(x.data(), w.data(), separate.data(), n, 1e-6f);
+      EXPECT_EQ(inplace, separate) << isa_name(isa);
+    }
+  }
+}
+
+TEST(Softmax, MatchesDoubleReference) {
+  for (Isa isa : supported_isas()) {
+    const KernelTable& kt = kernels_for(isa);
+    for (int64_t n : kLengths) {
+      std::vector<float> x = random_floats(n, uint32_t(n + 5), 4.0f);
+      if (n > 4) x[2] = 80.0f;  // large values must not overflow
+      if (n > 6) x[5] = -1e30f;  // and tiny probabilities underflow cleanly
+      const std::vector<float> in = x;
+      kt.softmax(x.data(), n);
+      const double max = *std::max_element(in.begin(), in.end());
+      double sum = 0;
+      for (float v : in) sum += std::exp(double(v) - max);
+      for (int64_t i = 0; i < n; ++i) {
+        const double expected = std::exp(double(in[size_t(i)]) - max) / sum;
+        ASSERT_NEAR(x[size_t(i)], expected, 4e-6 * expected + 1e-12) << isa_name(isa) << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(SiluMul, MatchesDoubleReference) {
+  for (Isa isa : supported_isas()) {
+    const KernelTable& kt = kernels_for(isa);
+    for (int64_t n : kLengths) {
+      std::vector<float> g = random_floats(n, uint32_t(n + 9), 4.0f);
+      if (n > 3) {
+        g[0] = 100.0f;
+        g[1] = -100.0f;
+        g[2] = -88.0f;
+      }
+      const std::vector<float> u = random_floats(n, uint32_t(n + 10));
+      std::vector<float> out(static_cast<size_t>(n));
+      kt.silu_mul(g.data(), u.data(), out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double gv = g[size_t(i)];
+        const double expected = gv / (1.0 + std::exp(-gv)) * u[size_t(i)];
+        ASSERT_NEAR(out[size_t(i)], expected, 4e-6 * std::fabs(expected) + 1e-30) << isa_name(isa) << " n=" << n;
+      }
+      std::vector<float> alias = g;
+      kt.silu_mul(alias.data(), u.data(), alias.data(), n);
+      EXPECT_EQ(alias, out) << isa_name(isa);
+    }
+  }
+}
+
+TEST(AddInplace, AddsExactly) {
+  for (Isa isa : supported_isas()) {
+    for (int64_t n : kLengths) {
+      std::vector<float> y = random_floats(n, 1), x = random_floats(n, 2);
+      std::vector<float> expected(static_cast<size_t>(n));
+      for (size_t i = 0; i < expected.size(); ++i) expected[i] = y[i] + x[i];
+      kernels_for(isa).add_inplace(y.data(), x.data(), n);
+      EXPECT_EQ(y, expected) << isa_name(isa);
+    }
+  }
+}
+
+// ---- RoPE -----------------------------------------------------------------------------
+
+std::vector<double> rope_reference(const std::vector<float>& x, int n_heads, int head_dim, int rot_dim,
+                                   int64_t pos, double base, double freq_scale, const float* factors,
+                                   RopeStyle style) {
+  std::vector<double> y(x.begin(), x.end());
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < rot_dim / 2; ++i) {
+      const double theta = pos * freq_scale * std::pow(base, -2.0 * i / rot_dim) / (factors ? factors[i] : 1.0);
+      const int a = h * head_dim + (style == RopeStyle::Interleaved ? 2 * i : i);
+      const int b = h * head_dim + (style == RopeStyle::Interleaved ? 2 * i + 1 : i + rot_dim / 2);
+      const double x0 = x[size_t(a)], x1 = x[size_t(b)];
+      y[size_t(a)] = x0 * std::cos(theta) - x1 * std::sin(theta);
+      y[size_t(b)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+  }
+  return y;
+}
+
+TEST(Rope, MatchesDoubleReferenceBothStyles) {
+  struct Case {
+    int n_heads, head_dim, rot_dim;
+    int64_t pos;
+    float base, freq_scale;
+    bool factors;
+  };
+  const Case cases[] = {{4, 64, 64, 0, 10000, 1, false},     {4, 64, 64, 1, 10000, 1, false},
+                        {2, 128, 128, 37, 500000, 1, true},   {3, 64, 32, 100, 10000, 0.25f, false},
+                        {1, 80, 80, 511, 10000, 1, true},     {5, 96, 48, 1000, 1e6f, 0.5f, true},
+                        {2, 40, 24, 7, 10000, 1, false}};
+  for (Isa isa : supported_isas()) {
+    for (const Case& c : cases) {
+      for (RopeStyle style : {RopeStyle::Interleaved, RopeStyle::HalfSplit}) {
+        const std::vector<float> x = random_floats(int64_t(c.n_heads) * c.head_dim, uint32_t(c.pos + 3));
+        std::vector<float> factors(size_t(c.rot_dim / 2));
+        for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + float(i % 5);
+        const float* ff = c.factors ? factors.data() : nullptr;
+        float cos_sin[kMaxRopeDim];
+        rope_table(c.rot_dim, c.pos, c.base, c.freq_scale, ff, cos_sin);
+        std::vector<float> y = x;
+        kernels_for(isa).rope(y.data(), c.n_heads, c.head_dim, c.rot_dim, cos_sin, style);
+        const std::vector<double> ref =
+            rope_reference(x, c.n_heads, c.head_dim, c.rot_dim, c.pos, c.base, c.freq_scale, ff, style);
+        // The angle is computed in fp32 (as llama.cpp does): its error grows with pos.
+        const double tol = 1e-5 + 1e-6 * double(c.pos);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_NEAR(y[i], ref[i], tol) << isa_name(isa) << " case pos=" << c.pos << " i=" << i;
+          const int d = int(i) % c.head_dim;
+          if (d >= c.rot_dim) {
+            ASSERT_EQ(y[i], x[i]);  // dims past rot_dim untouched
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Rope, PublicEntryPointRotates) {
+  std::vector<float> x = {1, 0, 0, 1};
+  rope(x.data(), 1, 4, 4, 1, 10000.0f, 1.0f, nullptr, RopeStyle::Interleaved);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[2], -std::sin(0.01), 1e-6);
+  EXPECT_NEAR(x[3], std::cos(0.01), 1e-6);
+}
+
+// ---- attention ----------------------------------------------------------------------------
+
+struct PagedKv {
+  DType type;
+  int n_kv_heads, head_dim, block_size;
+  std::vector<int32_t> table;
+  std::vector<uint8_t> k, v;
+  std::vector<float> k_values, v_values;  // [token][head][dim] as stored (after fp16 rounding)
+
+  KvView view(const std::vector<uint8_t>& data) const {
+    KvView kv;
+    kv.type = type;
+    kv.data = data.data();
+    kv.block_table = table.data();
+    kv.block_size = block_size;
+    kv.token_stride = int64_t(n_kv_heads) * head_dim;
+    kv.block_stride = kv.token_stride * block_size;
+    return kv;
+  }
+};
+
+PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, int64_t n_ctx, uint32_t seed) {
+  PagedKv kv{type, n_kv_heads, head_dim, block_size, {}, {}, {}, {}, {}};
+  const int64_t n_blocks = (n_ctx + block_size - 1) / block_size;
+  const int64_t pool_blocks = n_blocks + 3;
+  kv.table.resize(size_t(n_blocks));
+  std::vector<int32_t> order(static_cast<size_t>(pool_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  for (int64_t b = 0; b < n_blocks; ++b) kv.table[size_t(b)] = order[size_t(b)];
+  const int64_t token_elems = int64_t(n_kv_heads) * head_dim;
+  const size_t elem = type == DType::F16 ? 2 : 4;
+  kv.k.assign(size_t(pool_blocks * block_size * token_elems) * elem, 0xFF);  // NaN garbage elsewhere
+  kv.v.assign(kv.k.size(), 0xFF);
+  const std::vector<float> kvals = random_floats(n_ctx * token_elems, seed + 1);
+  const std::vector<float> vvals = random_floats(n_ctx * token_elems, seed + 2);
+  kv.k_values.resize(kvals.size());
+  kv.v_values.resize(vvals.size());
+  for (int64_t t = 0; t < n_ctx; ++t) {
+    const int64_t row = int64_t(kv.table[size_t(t / block_size)]) * block_size + t % block_size;
+    for (int64_t e = 0; e < token_elems; ++e) {
+      const size_t src = size_t(t * token_elems + e), dst = size_t(row * token_elems + e);
+      if (type == DType::F16) {
+        const uint16_t kh = fp32_to_fp16(kvals[src]), vh = fp32_to_fp16(vvals[src]);
+        std::memcpy(kv.k.data() + dst * 2, &kh, 2);
+        std::memcpy(kv.v.data() + dst * 2, &vh, 2);
+        kv.k_values[src] = fp16_to_fp32(kh);
+        kv.v_values[src] = fp16_to_fp32(vh);
+      } else {
+        std::memcpy(kv.k.data() + dst * 4, &kvals[src], 4);
+        std::memcpy(kv.v.data() + dst * 4, &vvals[src], 4);
+        kv.k_values[src] = kvals[src];
+        kv.v_values[src] = vvals[src];
+      }
+    }
+  }
+  return kv;
+}
+
+TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
+  struct Case {
+    int n_group, head_dim, block_size;
+    int64_t n_ctx;
+  };
+  const Case cases[] = {{1, 64, 16, 1}, {4, 64, 16, 5}, {2, 128, 16, 16}, {8, 64, 32, 100},
+                        {3, 80, 8, 33}, {1, 40, 4, 13},  {2, 256, 64, 300}};
+  const int n_kv_heads = 3, kv_head = 1;
+  for (DType type : {DType::F16, DType::F32}) {
+    for (const Case& c : cases) {
+      const PagedKv kv = make_paged_kv(type, n_kv_heads, c.head_dim, c.block_size, c.n_ctx, uint32_t(c.n_ctx * 3 + c.head_dim));
+      const std::vector<float> q = random_floats(int64_t(c.n_group) * c.head_dim, uint32_t(c.n_ctx + 77));
+      const float scale = 1.0f / std::sqrt(float(c.head_dim));
+      // Reference.
+      std::vector<double> expected(q.size());
+      for (int g = 0; g < c.n_group; ++g) {
+        std::vector<double> s(size_t(c.n_ctx));
+        for (int64_t t = 0; t < c.n_ctx; ++t) {
+          double acc = 0;
+          for (int d = 0; d < c.head_dim; ++d) {
+            acc += double(q[size_t(g * c.head_dim + d)]) *
+                   kv.k_values[size_t((t * n_kv_heads + kv_head) * c.head_dim + d)];
+          }
+          s[size_t(t)] = acc * scale;
+        }
+        const double max = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& v : s) sum += (v = std::exp(v - max));
+        for (int d = 0; d < c.head_dim; ++d) {
+          double acc = 0;
+          for (int64_t t = 0; t < c.n_ctx; ++t) {
+            acc += s[size_t(t)] / sum * kv.v_values[size_t((t * n_kv_heads + kv_head) * c.head_dim + d)];
+          }
+          expected[size_t(g * c.head_dim + d)] = acc;
+        }
+      }
+      for (Isa isa : supported_isas()) {
+        std::vector<float> out(q.size(), NAN), scratch(size_t(c.n_ctx), NAN);
+        kernels_for(isa).attention(q.data(), c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v), kv_head,
+                                   c.n_ctx, scale, out.data(), scratch.data());
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], expected[i], 2e-5) << isa_name(isa) << " " << dtype_name(type) << " n_ctx=" << c.n_ctx
+                                                 << " head_dim=" << c.head_dim << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spillway::kernels
