@@ -1,0 +1,33 @@
+// The real ModelRunner: engine::ForwardPass over an engine::KvCache, then sampling of each
+// logit row with its sequence's Sampler.
+//
+// KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
+// leaves n_kv_blocks at 0).
+// Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
+// max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
+// not pad: every row is computed independently, so padding rows would only cost time; the
+// ForwardPass workspaces are allocated once, at construction, for the largest bucket
+// (max_batch_tokens) and max_context, so they serve every bucket and a step allocates
+// nothing (the logits of more than 64 rows grow once, amortized).
+//
+// Thread contract: engine thread only; kernels fan out on the ThreadPool.
+#pragma once
+
+#include <memory>
+
+#include "engine/model.h"
+#include "kernels/thread_pool.h"
+#include "scheduler/engine_loop.h"
+#include "scheduler/runner.h"
+
+namespace spillway::scheduler {
+
+// KV blocks to create for config: config.n_kv_blocks when positive, else enough for
+// max_context tokens of min(max_running, 4) sequences.
+int32_t resolve_kv_blocks(const SchedulerConfig& config);
+
+std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,
+                                                kernels::ThreadPool& pool,
+                                                const SchedulerConfig& config);
+
+}  // namespace spillway::scheduler

@@ -1,0 +1,75 @@
+// The model runner: how the scheduler sees the engine (DESIGN.md "One step, end to end").
+//
+// The scheduler builds one StepBatch per step; the runner forwards it, samples every logit
+// row with that row's Sampler and returns one SampledToken per row in the StepResult.
+//
+// Thread contract: a runner belongs to the engine thread; execute() is called by one thread
+// at a time. Everything a StepBatch points to (Samplers, histories, banned ids) is owned by
+// the scheduler and stays valid and unchanged until execute() returns.
+//
+// Room for the next wave (not implemented yet, the shapes are reserved here):
+// - Diffusion canvases: a canvas is a BatchSequence with its own AttentionMode (see
+//   engine/batch.h) whose positions attend bidirectionally inside the canvas and causally
+//   to the committed prefix. Its rows do not go through a Sampler: the StepBatch will gain a
+//   `canvases` list (per canvas: the BatchSequence index, the live positions, the commit
+//   schedule) and the StepResult a matching list of per-position top-K candidates and
+//   confidences; the scheduler decides commits. Canvas positions count against the same
+//   token budget and use the same KV block tables (the committed prefix is ordinary KV).
+// - MoE routing statistics: StepResult will gain per-layer expert hit counts (and the
+//   MoBiLE little/big fallbacks) for metrics and expert-cache prefetch; the scheduler
+//   only forwards them to the MetricsObserver.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/batch.h"
+#include "engine/sampling.h"
+
+namespace spillway::scheduler {
+
+// What sampling one logit row needs. Pointers and spans are owned by the scheduler.
+struct RowSampling {
+  engine::Sampler* sampler = nullptr;    // the choice's sampler (its RNG advances)
+  std::span<const int32_t> history;      // prompt + generated tokens of the choice
+  int32_t n_prompt = 0;                  // how many of history are prompt
+  std::span<const int32_t> banned;       // ids that must not be chosen (min_tokens)
+};
+
+struct StepBatch {
+  // Tokens of every sequence in the step, their KV block tables and start positions.
+  engine::ForwardBatch forward;
+  // One entry per forward.logit_rows entry, same order. Several rows may name the same
+  // token index (the n choices of a request all sample from the prompt's last token).
+  std::vector<RowSampling> rows;
+
+  bool empty() const { return forward.tokens.empty(); }
+  int32_t n_tokens() const { return static_cast<int32_t>(forward.tokens.size()); }
+};
+
+struct StepResult {
+  // One per StepBatch::rows entry, same order.
+  std::vector<engine::SampledToken> tokens;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  // Forwards the batch and samples its rows into result (result.tokens is resized; its
+  // storage is reused between steps). An error (a malformed batch, a failed weight read)
+  // leaves the KV written for this step's positions undefined; the scheduler then finishes
+  // the step's requests with FinishReason::Error.
+  virtual Status execute(const StepBatch& batch, StepResult& result) = 0;
+
+  virtual int32_t n_vocab() const = 0;
+  // KV geometry the runner was built with; the scheduler's block ids index this pool.
+  virtual int32_t block_size() const = 0;
+  virtual int32_t n_kv_blocks() const = 0;
+  // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
+  virtual int32_t live_step_plans() const = 0;
+};
+
+}  // namespace spillway::scheduler

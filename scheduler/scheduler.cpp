@@ -1,0 +1,466 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace spillway::scheduler {
+
+namespace {
+
+int32_t blocks_for(int32_t n_tokens, int32_t block_size) {
+  return (n_tokens + block_size - 1) / block_size;
+}
+
+SubmitRejection invalid(std::string message) {
+  return SubmitRejection{SubmitError::Invalid, std::move(message)};
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tokenizer,
+                     int32_t n_vocab, MetricsObserver* observer)
+    : config_(config),
+      tokenizer_(tokenizer),
+      n_vocab_(n_vocab),
+      observer_(observer),
+      seed_source_(std::random_device{}()),
+      blocks_(config.n_kv_blocks),
+      prefix_cache_(blocks_, config.block_size, config.prefix_cache) {
+  assert(config.block_size > 0 && config.n_kv_blocks > 0 && config.max_batch_tokens > 0);
+  max_context_ = static_cast<int32_t>(
+      std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size));
+  const int32_t vocab = std::min(n_vocab, tokenizer.n_vocab());
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (tokenizer.is_end_of_generation(id)) end_of_generation_ids_.push_back(id);
+  }
+}
+
+Scheduler::~Scheduler() = default;
+
+std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& params) const {
+  const int64_t n_prompt = static_cast<int64_t>(params.prompt.size());
+  if (n_prompt == 0) return invalid("the prompt is empty");
+  for (int32_t id : params.prompt) {
+    if (id < 0 || id >= n_vocab_) {
+      return invalid(fmt::format("prompt token id {} is out of range [0, {})", id, n_vocab_));
+    }
+  }
+  if (params.n < 1) return invalid(fmt::format("n must be at least 1, got {}", params.n));
+  if (params.n > config_.max_running) {
+    return invalid(fmt::format("n = {} exceeds this server's limit of {} sequences", params.n,
+                               config_.max_running));
+  }
+  if (params.max_tokens == 0 || params.max_tokens < -1) {
+    return invalid(fmt::format("max_tokens must be at least 1, got {}", params.max_tokens));
+  }
+  if (params.min_tokens < 0) {
+    return invalid(fmt::format("min_tokens must be at least 0, got {}", params.min_tokens));
+  }
+  if (params.max_tokens > 0 && params.min_tokens > params.max_tokens) {
+    return invalid(fmt::format("min_tokens ({}) must not exceed max_tokens ({})", params.min_tokens,
+                               params.max_tokens));
+  }
+  const int64_t needed = n_prompt + std::max(params.min_tokens, 1);
+  if (needed > max_context_) {
+    return invalid(fmt::format(
+        "this model's maximum context length is {} tokens; the prompt has {} tokens and at "
+        "least {} must be generated",
+        max_context_, n_prompt, std::max(params.min_tokens, 1)));
+  }
+  for (int32_t id : params.stop_token_ids) {
+    if (id < 0 || id >= n_vocab_) {
+      return invalid(fmt::format("stop token id {} is out of range [0, {})", id, n_vocab_));
+    }
+  }
+  return std::nullopt;
+}
+
+void Scheduler::add_request(RequestId id, GenerationParams params, UpdateSink sink,
+                            Clock::time_point submitted) {
+  assert(!validate(params));
+  assert(!requests_.contains(id));
+  auto request = std::make_unique<Request>();
+  Request& r = *request;
+  r.id = id;
+  r.sink = std::move(sink);
+  r.submitted = submitted;
+  r.n_prompt = static_cast<int32_t>(params.prompt.size());
+  const int32_t room = max_context_ - r.n_prompt;
+  const int32_t max_new = params.max_tokens > 0 ? std::min(params.max_tokens, room) : room;
+  const uint64_t fallback_seed = seed_source_();
+  r.choices.reserve(params.n);
+  for (int32_t c = 0; c < params.n; ++c) {
+    r.choices.emplace_back(tokenizer_, params, c, end_of_generation_ids_, max_new, fallback_seed);
+  }
+  auto seq = std::make_unique<Sequence>();
+  seq->request = &r;
+  seq->choice = 0;
+  seq->pending_forks = params.n - 1;
+  seq->tokens = params.prompt;
+  r.params = std::move(params);
+  waiting_.push_back(seq.get());
+  r.sequences.push_back(std::move(seq));
+  requests_.emplace(id, std::move(request));
+}
+
+// --- building a step ---------------------------------------------------------------------
+
+const StepBatch& Scheduler::schedule() {
+  assert(scheduled_.empty());
+  budget_ = config_.max_batch_tokens;
+  step_preemptions_ = 0;
+
+  // 1. Decodes, 2. the rest (prefill chunks, forked prompt tails, recomputation).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
+      Sequence& seq = *running_[i];
+      if (seq.scheduled > 0) continue;
+      const bool decode = seq.remaining() == 1;
+      if (decode != (pass == 0)) continue;
+      const int32_t n = std::min(seq.remaining(), budget_);
+      if (!ensure_blocks(seq, seq.computed + n)) continue;  // seq itself was preempted
+      schedule_tokens(seq, n);
+    }
+  }
+
+  // 3. Admission.
+  if (step_preemptions_ == 0) {
+    while (!waiting_.empty() && budget_ > 0) {
+      if (!try_admit(*waiting_.front())) break;
+    }
+  }
+
+  build_batch();
+  return batch_;
+}
+
+void Scheduler::schedule_tokens(Sequence& seq, int32_t n) {
+  assert(n > 0 && n <= budget_);
+  seq.scheduled = n;
+  budget_ -= n;
+  scheduled_.push_back(&seq);
+}
+
+bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_tokens) {
+  const int32_t need =
+      blocks_for(n_tokens, config_.block_size) - static_cast<int32_t>(seq.block_table.size());
+  if (need <= 0) return true;
+  while (!blocks_.allocate(need, seq.block_table)) {
+    assert(!running_.empty());
+    Sequence* victim = running_.back();
+    preempt(*victim);
+    if (victim == &seq) return false;
+  }
+  return true;
+}
+
+bool Scheduler::try_admit(Sequence& seq) {
+  if (reserved_slots_ + seq.slots() > config_.max_running) return false;
+  PrefixMatch match;
+  if (prefix_cache_.enabled()) {
+    prefix_cache_.extend_hashes(seq.tokens, seq.block_hashes);
+    match = prefix_cache_.lookup(seq.tokens, seq.block_hashes);
+  }
+  const int32_t n = std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_);
+  const int32_t need = blocks_for(match.tokens + n, config_.block_size) -
+                       static_cast<int32_t>(match.blocks.size());
+  if (blocks_.available_after_acquiring(match.blocks) < need) return false;
+
+  for (int32_t b : match.blocks) blocks_.acquire(b);
+  seq.block_table = match.blocks;
+  const bool allocated = blocks_.allocate(need, seq.block_table);
+  assert(allocated);
+  (void)allocated;
+  seq.computed = match.tokens;
+  seq.registered_blocks = static_cast<int32_t>(match.blocks.size());
+  seq.state = Sequence::State::Running;
+  waiting_.pop_front();
+  running_.push_back(&seq);
+  reserved_slots_ += seq.slots();
+  schedule_tokens(seq, n);
+
+  Request& r = *seq.request;
+  if (!r.admitted) {
+    r.admitted = true;
+    r.queue_seconds = std::chrono::duration<double>(Clock::now() - r.submitted).count();
+    r.cached_prompt_tokens = std::min(match.tokens, r.n_prompt);
+  }
+  if (prefix_cache_.enabled()) {
+    const auto queried = static_cast<int32_t>(seq.tokens.size());
+    prefix_queried_tokens_total_ += queried;
+    prefix_hit_tokens_total_ += match.tokens;
+    if (observer_) observer_->on_prefix_lookup(queried, match.tokens);
+  }
+  return true;
+}
+
+void Scheduler::preempt(Sequence& seq) {
+  assert(seq.state == Sequence::State::Running);
+  if (seq.scheduled > 0) {
+    budget_ += seq.scheduled;
+    seq.scheduled = 0;
+    scheduled_.erase(std::find(scheduled_.begin(), scheduled_.end(), &seq));
+  }
+  release_blocks(seq);
+  seq.computed = 0;
+  seq.registered_blocks = 0;
+  remove_from_running(seq);
+  seq.state = Sequence::State::Waiting;
+  waiting_.push_front(&seq);
+  ++step_preemptions_;
+  ++preemptions_total_;
+}
+
+void Scheduler::release_blocks(Sequence& seq) {
+  // Last block first: the LRU then evicts a sequence's tail before its head, which is the
+  // part other requests are most likely to share.
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) blocks_.release(*it);
+  seq.block_table.clear();
+}
+
+void Scheduler::remove_from_running(Sequence& seq) {
+  auto it = std::find(running_.begin(), running_.end(), &seq);
+  assert(it != running_.end());
+  running_.erase(it);
+  reserved_slots_ -= seq.slots();
+}
+
+void Scheduler::build_batch() {
+  engine::ForwardBatch& fb = batch_.forward;
+  fb.tokens.clear();
+  fb.logit_rows.clear();
+  batch_.rows.clear();
+  row_owner_.clear();
+  size_t n_seq = 0;
+  for (Sequence* seq : scheduled_) {
+    if (n_seq == fb.sequences.size()) fb.sequences.emplace_back();
+    engine::BatchSequence& bs = fb.sequences[n_seq++];
+    bs.first_token = static_cast<int32_t>(fb.tokens.size());
+    bs.n_tokens = seq->scheduled;
+    bs.start_position = seq->computed;
+    bs.block_table.assign(seq->block_table.begin(), seq->block_table.end());
+    bs.mode = engine::AttentionMode::Causal;
+    fb.tokens.insert(fb.tokens.end(), seq->tokens.begin() + seq->computed,
+                     seq->tokens.begin() + seq->computed + seq->scheduled);
+    if (seq->computed + seq->scheduled < static_cast<int32_t>(seq->tokens.size())) continue;
+    // The last known token is computed in this step: sample the next one, for this
+    // sequence's choice and for the choices that fork off it.
+    const int32_t row = static_cast<int32_t>(fb.tokens.size()) - 1;
+    Request& r = *seq->request;
+    for (int32_t c = seq->choice; c <= seq->choice + seq->pending_forks; ++c) {
+      ChoiceOutput& out = r.choices[c];
+      fb.logit_rows.push_back(row);
+      batch_.rows.push_back(RowSampling{&out.sampler(), seq->tokens, r.n_prompt, out.banned()});
+      row_owner_.emplace_back(seq, c);
+    }
+  }
+  fb.sequences.resize(n_seq);
+}
+
+// --- applying a step ---------------------------------------------------------------------
+
+void Scheduler::update(StepResult& result) {
+  assert(result.tokens.size() == row_owner_.size());
+  for (Sequence* seq : scheduled_) {
+    seq->computed += seq->scheduled;
+    computed_tokens_total_ += seq->scheduled;
+    seq->scheduled = 0;
+    register_full_blocks(*seq);
+  }
+
+  for (size_t row = 0; row < row_owner_.size(); ++row) {
+    auto [seq, choice] = row_owner_[row];
+    Request& r = *seq->request;
+    if (!r.touched) {
+      r.touched = true;
+      touched_.push_back(&r);
+    }
+    engine::SampledToken& sampled = result.tokens[row];
+    const int32_t token = sampled.token;
+    assert(token >= 0 && token < n_vocab_);
+    const bool finished = r.choices[choice].append(std::move(sampled));
+    if (choice != seq->choice) {
+      // A choice sampled from the shared prompt: it forks unless it already finished.
+      if (finished) {
+        --seq->pending_forks;
+        --reserved_slots_;
+      } else {
+        fork_choice(*seq, choice, token);
+      }
+      continue;
+    }
+    if (finished) {
+      finishing_.push_back(seq);
+    } else {
+      seq->tokens.push_back(token);
+    }
+  }
+  // Forks took their references above, before any sequence is released.
+  for (Sequence* seq : finishing_) finish_sequence(*seq);
+  finishing_.clear();
+  scheduled_.clear();
+  row_owner_.clear();
+
+  for (Request* r : touched_) deliver(*r);
+  touched_.clear();
+}
+
+void Scheduler::register_full_blocks(Sequence& seq) {
+  if (!prefix_cache_.enabled()) return;
+  const int32_t full = seq.computed / config_.block_size;
+  if (full <= seq.registered_blocks) return;
+  prefix_cache_.extend_hashes(std::span<const int32_t>(seq.tokens.data(), size_t(full) * config_.block_size),
+                              seq.block_hashes);
+  for (int32_t i = seq.registered_blocks; i < full; ++i) {
+    prefix_cache_.insert(seq.tokens, seq.block_hashes, i, seq.block_table[i]);
+  }
+  seq.registered_blocks = full;
+}
+
+void Scheduler::fork_choice(Sequence& parent, int32_t choice, int32_t first_token) {
+  Request& r = *parent.request;
+  assert(parent.pending_forks > 0 && parent.computed >= r.n_prompt);
+  auto fork = std::make_unique<Sequence>();
+  Sequence& f = *fork;
+  f.request = &r;
+  f.choice = choice;
+  f.state = Sequence::State::Running;
+  f.tokens.assign(parent.tokens.begin(), parent.tokens.begin() + r.n_prompt);
+  f.tokens.push_back(first_token);
+  // Share the prompt's full blocks; the partial last block is recomputed in a block of the
+  // fork's own (the parent keeps writing into its copy).
+  const int32_t shared = r.n_prompt / config_.block_size;
+  for (int32_t i = 0; i < shared; ++i) {
+    blocks_.acquire(parent.block_table[i]);
+    f.block_table.push_back(parent.block_table[i]);
+  }
+  f.computed = shared * config_.block_size;
+  f.registered_blocks = std::min(shared, parent.registered_blocks);
+  f.block_hashes.assign(parent.block_hashes.begin(),
+                        parent.block_hashes.begin() + std::min<size_t>(shared, parent.block_hashes.size()));
+  // The slot was reserved by the parent; it moves to the fork.
+  --parent.pending_forks;
+  --reserved_slots_;
+  running_.push_back(&f);
+  reserved_slots_ += f.slots();
+  r.sequences.push_back(std::move(fork));
+}
+
+void Scheduler::finish_sequence(Sequence& seq) {
+  if (seq.state == Sequence::State::Finished) return;
+  if (seq.state == Sequence::State::Running) {
+    release_blocks(seq);
+    remove_from_running(seq);
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), &seq);
+    assert(it != waiting_.end());
+    waiting_.erase(it);
+  }
+  seq.pending_forks = 0;
+  seq.state = Sequence::State::Finished;
+}
+
+void Scheduler::deliver(Request& r) {
+  r.touched = false;
+  RequestUpdate update;
+  update.id = r.id;
+  for (ChoiceOutput& c : r.choices) {
+    ChoiceUpdate cu;
+    if (c.take_update(cu)) update.choices.push_back(std::move(cu));
+  }
+  update.finished = r.all_finished();
+  if (update.choices.empty() && !update.finished) return;
+  update.prompt_tokens = r.n_prompt;
+  update.cached_prompt_tokens = r.cached_prompt_tokens;
+  update.completion_tokens = r.completion_tokens();
+  update.queue_seconds = r.queue_seconds;
+  if (update.finished) update.error = r.error;
+  if (r.sink) {
+    try {
+      r.sink(std::move(update));
+    } catch (...) {
+      // Sinks must not throw (engine_loop.h); one that does loses this update, nothing else.
+    }
+  }
+  if (r.all_finished()) {
+    for (const auto& seq : r.sequences) {
+      assert(seq->state == Sequence::State::Finished);
+      (void)seq;
+    }
+    const RequestId id = r.id;
+    requests_.erase(id);  // destroys r
+  }
+}
+
+// --- ending requests from outside --------------------------------------------------------
+
+void Scheduler::cancel(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  Request& r = *it->second;
+  for (const auto& seq : r.sequences) finish_sequence(*seq);
+  for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Cancelled);
+  deliver(r);
+}
+
+void Scheduler::cancel_all() {
+  std::vector<RequestId> ids;
+  ids.reserve(requests_.size());
+  for (const auto& [id, _] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) cancel(id);
+}
+
+void Scheduler::fail_step(const std::string& message) {
+  std::vector<Request*> failed;
+  for (Sequence* seq : scheduled_) {
+    seq->scheduled = 0;
+    if (std::find(failed.begin(), failed.end(), seq->request) == failed.end()) {
+      failed.push_back(seq->request);
+    }
+  }
+  scheduled_.clear();
+  row_owner_.clear();
+  for (Request* r : failed) {
+    for (const auto& seq : r->sequences) finish_sequence(*seq);
+    for (ChoiceOutput& c : r->choices) c.finish(FinishReason::Error);
+    r->error = message;
+    deliver(*r);
+  }
+}
+
+void Scheduler::fail_all(const std::string& message) {
+  for (Sequence* seq : scheduled_) seq->scheduled = 0;
+  scheduled_.clear();
+  row_owner_.clear();
+  std::vector<RequestId> ids;
+  for (const auto& [id, _] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (RequestId id : ids) {
+    Request& r = *requests_.at(id);
+    for (const auto& seq : r.sequences) finish_sequence(*seq);
+    for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Error);
+    r.error = message;
+    deliver(r);
+  }
+}
+
+SchedulerCounters Scheduler::counters() const {
+  SchedulerCounters c;
+  for (const auto& [id, r] : requests_) {
+    const bool running = std::any_of(r->sequences.begin(), r->sequences.end(), [](const auto& s) {
+      return s->state == Sequence::State::Running;
+    });
+    ++(running ? c.running_requests : c.waiting_requests);
+  }
+  c.preemptions_total = preemptions_total_;
+  c.prefix_queried_tokens_total = prefix_queried_tokens_total_;
+  c.prefix_hit_tokens_total = prefix_hit_tokens_total_;
+  c.computed_tokens_total = computed_tokens_total_;
+  return c;
+}
+
+}  // namespace spillway::scheduler

@@ -1,0 +1,150 @@
+// Continuous batching in the style of vLLM v1: no prefill / decode phases; every sequence
+// has tokens (prompt + generated) and `computed` tokens with KV, and each step computes
+// some of the difference within a token budget.
+//
+// schedule() builds one step:
+// 1. decode tokens of running sequences (one token left to compute), in admission order;
+// 2. chunks of the other running sequences (prefills, forked prompt tails, ...), each as
+//    much as the remaining budget allows, in admission order — so chunked prefill
+//    interleaves with decoding and a long prompt never stalls running decodes;
+// 3. if nothing was preempted in this step: admission of waiting sequences, first come
+//    first served (a head that does not fit blocks the queue), while the budget, KV blocks
+//    and max_running allow; each is matched against the prefix cache first.
+// When a running sequence needs KV blocks and none are left (after evicting unreferenced
+// cached blocks), the latest-admitted running sequence is preempted by recompute: its
+// blocks are released (full ones stay in the prefix cache), and it goes back to the front
+// of the waiting queue with its tokens and its sampler state; on resume it recomputes its
+// tokens, hitting the prefix cache where it can, and continues exactly where it stopped.
+//
+// update() applies the sampled tokens, registers newly filled blocks in the prefix cache,
+// checks stop conditions, frees finished sequences and delivers RequestUpdates through each
+// request's sink.
+//
+// Context: a sequence stops with Length when it reaches max_context() tokens, which is
+// min(config.max_context, n_kv_blocks * block_size), so a lone sequence always fits.
+//
+// Thread contract: single-threaded (the engine thread). Sinks are called from
+// update() / cancel() / cancel_all() / fail_step().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/tokenizer.h"
+#include "scheduler/engine_loop.h"
+#include "scheduler/kv_block_manager.h"
+#include "scheduler/prefix_cache.h"
+#include "scheduler/runner.h"
+#include "scheduler/sequence.h"
+
+namespace spillway::scheduler {
+
+// Totals and gauges for EngineSnapshot / metrics.
+struct SchedulerCounters {
+  int32_t running_requests = 0;
+  int32_t waiting_requests = 0;
+  int64_t preemptions_total = 0;
+  int64_t prefix_queried_tokens_total = 0;
+  int64_t prefix_hit_tokens_total = 0;
+  int64_t computed_tokens_total = 0;  // tokens forwarded over all steps
+};
+
+class Scheduler {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // config.block_size and config.n_kv_blocks must be the runner's KV geometry; n_vocab the
+  // runner's vocabulary. tokenizer and observer (may be null) must outlive the scheduler.
+  Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tokenizer, int32_t n_vocab,
+            MetricsObserver* observer = nullptr);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Whether params fit this engine (prompt ids, lengths, n, limits); a user-facing reason.
+  std::optional<SubmitRejection> validate(const GenerationParams& params) const;
+  // Queues a validated request at the back of the waiting queue.
+  void add_request(RequestId id, GenerationParams params, UpdateSink sink,
+                   Clock::time_point submitted = Clock::now());
+  // Finishes the request with Cancelled and releases its blocks. Unknown ids are ignored.
+  // Not during a step (between schedule() and update()).
+  void cancel(RequestId id);
+  void cancel_all();
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+  // Builds the next step; an empty batch when there is nothing to run now. The batch is
+  // valid until the next schedule().
+  const StepBatch& schedule();
+  // Applies the runner's result of the batch schedule() returned.
+  void update(StepResult& result);
+  // The runner failed on the batch schedule() returned: every request in it finishes with
+  // FinishReason::Error and this message.
+  void fail_step(const std::string& message);
+  // Something failed outside the runner (an exception in the engine thread): every request
+  // finishes with FinishReason::Error and this message.
+  void fail_all(const std::string& message);
+
+  // About the step schedule() built last.
+  int32_t step_sequences() const { return static_cast<int32_t>(scheduled_.size()); }
+  int32_t step_preemptions() const { return step_preemptions_; }
+
+  int32_t max_context() const { return max_context_; }
+  const SchedulerConfig& config() const { return config_; }
+  const KvBlockManager& blocks() const { return blocks_; }
+  SchedulerCounters counters() const;
+  int32_t waiting_sequences() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t running_sequences() const { return static_cast<int32_t>(running_.size()); }
+
+ private:
+  bool ensure_blocks(Sequence& seq, int32_t n_tokens);
+  bool try_admit(Sequence& seq);
+  void schedule_tokens(Sequence& seq, int32_t n);
+  void preempt(Sequence& seq);
+  void release_blocks(Sequence& seq);
+  void finish_sequence(Sequence& seq);
+  void register_full_blocks(Sequence& seq);
+  void fork_choice(Sequence& parent, int32_t choice, int32_t first_token);
+  void build_batch();
+  void deliver(Request& request);
+  void remove_from_running(Sequence& seq);
+
+  SchedulerConfig config_;
+  const engine::Tokenizer& tokenizer_;
+  int32_t n_vocab_;
+  MetricsObserver* observer_;
+  int32_t max_context_;
+  std::vector<int32_t> end_of_generation_ids_;
+  std::mt19937_64 seed_source_;
+
+  KvBlockManager blocks_;
+  PrefixCache prefix_cache_;
+
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<Sequence*> running_;  // admission order: the back is the latest admitted
+  std::deque<Sequence*> waiting_;   // front = next to admit
+  int32_t reserved_slots_ = 0;      // sum of running sequences' slots()
+
+  // The step being built / executed.
+  StepBatch batch_;
+  std::vector<Sequence*> scheduled_;
+  std::vector<std::pair<Sequence*, int32_t>> row_owner_;  // per logit row: sequence, choice
+  std::vector<Sequence*> finishing_;
+  std::vector<Request*> touched_;
+  int32_t budget_ = 0;
+  int32_t step_preemptions_ = 0;
+
+  int64_t preemptions_total_ = 0;
+  int64_t prefix_queried_tokens_total_ = 0;
+  int64_t prefix_hit_tokens_total_ = 0;
+  int64_t computed_tokens_total_ = 0;
+};
+
+}  // namespace spillway::scheduler

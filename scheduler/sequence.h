@@ -1,0 +1,80 @@
+// A request's state inside the scheduler, and its sequences.
+//
+// A request starts as ONE sequence (choice 0) that carries the other n - 1 choices as
+// pending forks. All n choices sample their first token from the logits of the prompt's
+// last token, computed once; then each other choice forks into its own sequence:
+// it shares the prompt's FULL KV blocks (reference counts) and recomputes only the prompt's
+// partially filled last block (fewer than block_size tokens) in a block of its own, so no
+// block is ever written by two sequences. After the fork, choices are independent
+// sequences (scheduled, preempted and resumed one by one).
+//
+// A sequence's tokens are prompt + generated. `computed` of them have KV in its blocks;
+// the step that computes the last known token samples the next one.
+//
+// Thread contract: engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "scheduler/engine_loop.h"
+#include "scheduler/request_output.h"
+
+namespace spillway::scheduler {
+
+struct Request;
+
+struct Sequence {
+  enum class State { Waiting, Running, Finished };
+
+  Request* request = nullptr;
+  int32_t choice = 0;         // the choice whose tokens these are
+  int32_t pending_forks = 0;  // choices choice+1 .. choice+pending_forks fork off this one
+  State state = State::Waiting;
+
+  std::vector<int32_t> tokens;        // prompt + generated
+  int32_t computed = 0;               // tokens with KV in block_table
+  std::vector<int32_t> block_table;   // covers [0, computed + scheduled)
+  std::vector<uint64_t> block_hashes; // chained hashes of tokens' full blocks (prefix cache)
+  int32_t registered_blocks = 0;      // leading blocks already offered to the prefix cache
+
+  int32_t scheduled = 0;  // tokens to compute in the step being built / executed
+
+  int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
+  // Running slots this sequence holds (itself and the choices it will fork).
+  int32_t slots() const { return 1 + pending_forks; }
+};
+
+struct Request {
+  RequestId id = 0;
+  GenerationParams params;
+  UpdateSink sink;
+  std::chrono::steady_clock::time_point submitted;
+
+  int32_t n_prompt = 0;
+  std::vector<ChoiceOutput> choices;
+  std::vector<std::unique_ptr<Sequence>> sequences;
+
+  bool admitted = false;              // the first step that computed it happened
+  double queue_seconds = 0.0;
+  int32_t cached_prompt_tokens = 0;
+  std::optional<std::string> error;
+  bool touched = false;               // has something to deliver after this step
+
+  bool all_finished() const {
+    for (const ChoiceOutput& c : choices) {
+      if (!c.finished()) return false;
+    }
+    return true;
+  }
+  int32_t completion_tokens() const {
+    int32_t n = 0;
+    for (const ChoiceOutput& c : choices) n += c.generated();
+    return n;
+  }
+};
+
+}  // namespace spillway::scheduler
