@@ -86,7 +86,10 @@ void GenerationJob::start(ServerContext& ctx, std::shared_ptr<HttpExchange> exch
     job->subs_[s].id = std::get<scheduler::RequestId>(submitted);
   }
   ++ctx.in_flight;
-  exchange->on_client_gone([job] { job->on_client_gone(); });
+  // Weak: the exchange must not keep its job alive (the job holds the exchange).
+  exchange->on_client_gone([weak = std::weak_ptr<GenerationJob>(job)] {
+    if (auto j = weak.lock()) j->on_client_gone();
+  });
   if (job->spec_.stream) {
     exchange->start_stream(ctx.sse_keepalive(), api::sse_comment("keepalive"));
     if (job->spec_.kind == JobKind::Chat) {

@@ -101,6 +101,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void respond(Exchange& ex, HttpResponse response) {
     if (ex.ended_ || ex.streaming_) return;  // a stream ends with finish_stream()
     ex.ended_ = true;
+    ex.gone_callback_ = nullptr;
     if (closed_) return;
     send_response(std::move(response));
   }
@@ -130,6 +131,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void finish_stream(Exchange& ex) {
     if (ex.ended_ || !ex.streaming_) return;
     ex.ended_ = true;
+    ex.gone_callback_ = nullptr;
     heartbeat_timer_.cancel();
     if (closed_) return;
     if (chunked_) enqueue_raw("0\r\n\r\n");
