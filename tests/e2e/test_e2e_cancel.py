@@ -7,7 +7,7 @@ import time
 
 from spillway_e2e import ServerTestCase, chat_body, completion_body, main
 
-LONG = dict(max_tokens=7000, temperature=0.8, ignore_eos=True)
+LONG = dict(max_tokens=16000, temperature=0.8, ignore_eos=True)
 
 
 def raw_post(server, path, body):
@@ -20,7 +20,7 @@ def raw_post(server, path, body):
 
 
 class Cancellation(ServerTestCase):
-    SERVER_ARGS = ("--ctx-size", "8192")
+    SERVER_ARGS = ("--ctx-size", "16384")
 
     def wait_idle(self):
         self.server.wait_metric("spillway_requests_running", lambda v: v == 0)

@@ -124,10 +124,10 @@ class Errors(ServerTestCase):
 
 
 class QueueFull(ServerTestCase):
-    SERVER_ARGS = ("--max-running", "1", "--max-waiting", "1", "--ctx-size", "8192")
+    SERVER_ARGS = ("--max-running", "1", "--max-waiting", "1", "--ctx-size", "16384")
 
     def test_queue_full_is_429_with_retry_after(self):
-        long = dict(max_tokens=8000, temperature=0.8, ignore_eos=True, stream=True)
+        long = dict(max_tokens=16000, temperature=0.8, ignore_eos=True, stream=True)
         conns = []
         try:
             for i in range(2):  # one running, then one waiting

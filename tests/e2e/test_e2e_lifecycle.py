@@ -80,10 +80,10 @@ class Lifecycle(unittest.TestCase):
         self.assertTrue([r for r in server.logs if r.get("message") == "draining"])
 
     def test_drain_timeout_cancels_what_is_left(self):
-        server = Server("--ctx-size", "8192", "--drain-timeout", "0.2").wait_ready()
+        server = Server("--ctx-size", "16384", "--drain-timeout", "0.2").wait_ready()
         conn = server.connection()
         conn.request("POST", "/v1/completions",
-                     body=json.dumps(completion_body("Hi", max_tokens=8000, ignore_eos=True, stream=True)).encode(),
+                     body=json.dumps(completion_body("Hi", max_tokens=16000, ignore_eos=True, stream=True)).encode(),
                      headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         self.assertEqual(resp.status, 200)
