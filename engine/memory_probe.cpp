@@ -172,6 +172,7 @@ std::optional<int64_t> parse_byte_size(std::string_view text) {
   else return std::nullopt;
   const double bytes = value * scale;
   if (!(bytes >= 0) || bytes > 9.2e18) return std::nullopt;
+  if (scale == 1 && bytes != std::floor(bytes)) return std::nullopt;  // "1.5" bytes
   return static_cast<int64_t>(std::llround(bytes));
 }
 

@@ -52,8 +52,8 @@ class LinuxMemorySource final : public MemorySource {
   bool v2_ = false;
 };
 
-// Parses "512M", "4G", "1.5GiB", "1048576" (bytes; K/M/G/T are powers of 1024). nullopt
-// when malformed.
+// Parses "512M", "4G", "1.5GiB", "16MB", "1048576" (bytes; K/M/G/T are powers of 1024, an
+// optional B or iB follows). nullopt when malformed, negative, fractional bytes or >= 2^63.
 std::optional<int64_t> parse_byte_size(std::string_view text);
 
 }  // namespace spillway::engine

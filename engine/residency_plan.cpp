@@ -55,8 +55,8 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
   plan.budget_bytes = options.memory_budget_bytes.value_or(auto_budget_bytes);
   plan.non_layer_bytes = sizes.non_layer_bytes;
   plan.runtime_reserve_bytes = sizes.runtime_reserve_bytes;
-  plan.kv_reserve_bytes =
-      kv_reserve_tokens(options.priority, sizes.context_tokens) * sizes.kv_bytes_per_token;
+  plan.kv_reserve_bytes = options.kv_reserve_bytes.value_or(
+      kv_reserve_tokens(options.priority, sizes.context_tokens) * sizes.kv_bytes_per_token);
   const int64_t largest_layer =
       n_layers == 0 ? 0 : *std::max_element(sizes.layer_bytes.begin(), sizes.layer_bytes.end());
   const int64_t staging_if_streaming = (options.prefetch_depth + 1) * largest_layer;

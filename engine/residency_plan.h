@@ -35,6 +35,8 @@ struct ResidencyOptions {
   std::optional<int32_t> resident_layers;
   ResidencyPlacement placement = ResidencyPlacement::First;
   int32_t prefetch_depth = 2;  // streamed layers read ahead of the one computing
+  // An explicit KV cache size (serve --kv-cache-bytes): reserved instead of the priority's.
+  std::optional<int64_t> kv_reserve_bytes;
 };
 
 struct ResidencySizes {

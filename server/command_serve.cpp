@@ -243,8 +243,14 @@ void add_serve_command(CLI::App& app, int& exit_code) {
           ->check(CLI::Range(0.05, 3600.0))
           ->capture_default_str(),
       "SPILLWAY_SSE_KEEPALIVE");
+  add_residency_flags(*cmd, o->residency);
   cmd->callback([o, log_format, &exit_code] {
     ServeOptions options = *o;
+    if (auto residency = residency_options(options.residency); !residency) {
+      fmt::print(stderr, "error: {}\n", residency.error().message);
+      exit_code = 2;
+      return;
+    }
     options.log_format = *log_format == "json" ? LogFormat::Json : LogFormat::Text;
     if (options.demo_model.empty()) options.demo_model = default_demo_model_path();
     exit_code = run_serve(options);

@@ -110,6 +110,53 @@ struct ServerMetrics::Impl {
       .Help("1 when the model is loaded and warmed and the server takes requests")
       .Register(*registry).Add({});
 
+  // Weight residency and memory pressure.
+  Counter& weight_bytes_read = prometheus::BuildCounter()
+      .Name("spillway_weight_bytes_read_total")
+      .Help("Weight bytes read from disk by layer streaming")
+      .Register(*registry).Add({{"source", "disk"}});
+  Gauge& stream_bandwidth = prometheus::BuildGauge()
+      .Name("spillway_weight_stream_bandwidth_bytes_per_second")
+      .Help("Read bandwidth of layer streaming while reading, over the last interval")
+      .Register(*registry).Add({});
+  Counter& io_stall = prometheus::BuildCounter()
+      .Name("spillway_io_stall_seconds_total")
+      .Help("Time the forward waited for a streamed layer to arrive from disk")
+      .Register(*registry).Add({});
+  Gauge& resident_layers = prometheus::BuildGauge()
+      .Name("spillway_resident_layers")
+      .Help("Decoder layers held in memory")
+      .Register(*registry).Add({});
+  Gauge& streamed_layers = prometheus::BuildGauge()
+      .Name("spillway_streamed_layers")
+      .Help("Decoder layers streamed from disk every forward step")
+      .Register(*registry).Add({});
+  Gauge& resident_weight_bytes = prometheus::BuildGauge()
+      .Name("spillway_resident_weight_bytes")
+      .Help("Weight bytes held in memory (non-layer weights and resident layers)")
+      .Register(*registry).Add({});
+  Gauge& memory_limit = prometheus::BuildGauge()
+      .Name("spillway_memory_limit_bytes")
+      .Help("The cgroup memory limit, or MemTotal without one")
+      .Register(*registry).Add({});
+  Gauge& memory_available = prometheus::BuildGauge()
+      .Name("spillway_memory_available_bytes")
+      .Help("Memory still available: limit minus working set, at most MemAvailable")
+      .Register(*registry).Add({});
+  Gauge& memory_pressure = prometheus::BuildGauge()
+      .Name("spillway_memory_pressure_ratio")
+      .Help("PSI memory pressure: share of the last 10 s some task stalled on memory")
+      .Register(*registry).Add({});
+  Counter& residency_shed = prometheus::BuildCounter()
+      .Name("spillway_residency_shed_total")
+      .Help("Layers moved from memory to streaming under memory pressure")
+      .Register(*registry).Add({});
+  Counter& residency_readmit = prometheus::BuildCounter()
+      .Name("spillway_residency_readmit_total")
+      .Help("Layers moved back into memory once pressure eased")
+      .Register(*registry).Add({});
+  ResidencyMetrics residency_published;  // cumulative values already counted (engine thread)
+
   Histogram& ttft = prometheus::BuildHistogram()
       .Name("spillway_time_to_first_token_seconds")
       .Help("Time from request arrival to its first generated token")
@@ -211,6 +258,30 @@ void ServerMetrics::set_cache_config(int32_t block_size, int32_t num_blocks) {
   impl_->vllm_cache_config
       .Add({{"block_size", std::to_string(block_size)}, {"num_gpu_blocks", std::to_string(num_blocks)}})
       .Set(1.0);
+}
+
+void ServerMetrics::set_residency(const ResidencyMetrics& m) {
+  Impl& i = *impl_;
+  ResidencyMetrics& last = i.residency_published;
+  i.resident_layers.Set(m.resident_layers);
+  i.streamed_layers.Set(m.streamed_layers);
+  i.resident_weight_bytes.Set(static_cast<double>(m.resident_weight_bytes));
+  i.stream_bandwidth.Set(m.stream_bandwidth_bytes_per_second);
+  i.memory_limit.Set(static_cast<double>(m.memory_limit_bytes));
+  i.memory_available.Set(static_cast<double>(m.memory_available_bytes));
+  i.memory_pressure.Set(m.memory_pressure_ratio);
+  // Counters advance by what grew since the last call (set_residency has one caller thread).
+  if (m.weight_bytes_read_total > last.weight_bytes_read_total) {
+    i.weight_bytes_read.Increment(static_cast<double>(m.weight_bytes_read_total - last.weight_bytes_read_total));
+  }
+  if (m.io_stall_seconds_total > last.io_stall_seconds_total) {
+    i.io_stall.Increment(m.io_stall_seconds_total - last.io_stall_seconds_total);
+  }
+  if (m.shed_total > last.shed_total) i.residency_shed.Increment(static_cast<double>(m.shed_total - last.shed_total));
+  if (m.readmit_total > last.readmit_total) {
+    i.residency_readmit.Increment(static_cast<double>(m.readmit_total - last.readmit_total));
+  }
+  last = m;
 }
 
 void ServerMetrics::on_step(const scheduler::StepStats& stats) {

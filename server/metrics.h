@@ -6,6 +6,7 @@
 // engine thread; the rest on HTTP threads.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,22 @@
 #include "scheduler/engine_loop.h"
 
 namespace spillway::server {
+
+// Weight residency and the memory the pressure monitor sees (README, "Models bigger than
+// memory"). Cumulative fields only grow.
+struct ResidencyMetrics {
+  int32_t resident_layers = 0;
+  int32_t streamed_layers = 0;
+  int64_t resident_weight_bytes = 0;
+  uint64_t weight_bytes_read_total = 0;          // from disk, cumulative
+  double stream_bandwidth_bytes_per_second = 0;  // while reading, over the last interval
+  double io_stall_seconds_total = 0;             // cumulative
+  int64_t memory_limit_bytes = 0;
+  int64_t memory_available_bytes = 0;
+  double memory_pressure_ratio = 0;              // PSI some avg10, 0..1
+  int64_t shed_total = 0;                        // layers, cumulative
+  int64_t readmit_total = 0;                     // layers, cumulative
+};
 
 class ServerMetrics final : public scheduler::MetricsObserver {
  public:
@@ -31,6 +48,8 @@ class ServerMetrics final : public scheduler::MetricsObserver {
   void observe_e2e_latency(double seconds);
   void set_ready(bool ready);
   void set_cache_config(int32_t block_size, int32_t num_blocks);
+  // From the engine thread, between steps.
+  void set_residency(const ResidencyMetrics& m);
 
   void on_step(const scheduler::StepStats& stats) override;
   void on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) override;

@@ -13,6 +13,8 @@
 #include "engine/demo_model.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/residency_controller.h"
+#include "engine/residency_setup.h"
 #include "engine/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "scheduler/engine_runner.h"
@@ -79,16 +81,48 @@ Status ModelService::load() {
   if (!chat) return Error{fmt::format("{}: {}", model_path_, chat.error().message)};
   chat_prompt_ = std::move(*chat);
 
-  // Context and KV capacity.
+  // Context, weights under the memory budget, KV capacity.
   int32_t context = options_.ctx_size > 0 ? options_.ctx_size
                                           : (cfg.n_ctx_train > 0 ? cfg.n_ctx_train : kFallbackContext);
+  int threads = options_.threads;
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  auto residency_options_or = residency_options(options_.residency);
+  if (!residency_options_or) return residency_options_or.error();
+  engine::ResidencyOptions residency_opts = *residency_options_or;
+  if (options_.kv_cache_bytes > 0) residency_opts.kv_reserve_bytes = static_cast<int64_t>(options_.kv_cache_bytes);
+  auto setup = engine::set_up_residency(
+      *model_, residency_opts,
+      engine::ResidencyDemand{.context_tokens = context,
+                              .max_batch_tokens = options_.max_batch_tokens,
+                              .threads = threads},
+      memory_);
+  if (!setup) return setup.error();
+  residency_ = std::make_unique<engine::ResidencySetup>(std::move(*setup));
+  for (const std::string& line : residency_->describe(*model_)) log_info(line);
+  const engine::ResidencyPlan& plan = residency_->plan;
+  engine::PressurePolicy policy;
+  policy.max_resident_bytes = plan.non_layer_bytes + plan.resident_layer_bytes;
+  controller_ = std::make_unique<engine::ResidencyController>(*residency_->weights, memory_, policy,
+                                                              residency_opts.prefetch_depth);
+
   const int64_t token_bytes = engine::KvCache::bytes_per_token(cfg.n_layers, cfg.n_kv_heads,
                                                                cfg.head_dim, kernels::DType::F16);
   uint64_t kv_bytes = options_.kv_cache_bytes;
-  if (kv_bytes == 0) {
+  if (kv_bytes == 0 && plan.streamed_layers > 0 && !residency_opts.resident_layers) {
+    // Streaming because the budget is short: the KV gets what the plan reserved for it
+    // (--residency-priority); the rest of the budget went to resident layers.
+    kv_bytes = static_cast<uint64_t>(plan.kv_reserve_bytes);
+  } else if (kv_bytes == 0) {
+    // Everything resident, or the resident count was chosen (--resident-layers):
+    // max_running full contexts (at most 1 GiB, at least one context), within what the
+    // budget leaves, never below the plan's reserve.
     const uint64_t wanted = static_cast<uint64_t>(token_bytes) * context * options_.max_running;
-    kv_bytes = std::max<uint64_t>(std::min(wanted, kDefaultKvCap),
-                                  static_cast<uint64_t>(token_bytes) * context);
+    const uint64_t by_default = std::max<uint64_t>(std::min(wanted, kDefaultKvCap),
+                                                   static_cast<uint64_t>(token_bytes) * context);
+    const int64_t room = plan.budget_bytes - plan.non_layer_bytes - plan.resident_layer_bytes -
+                         plan.staging_bytes - plan.runtime_reserve_bytes;
+    kv_bytes = std::max<uint64_t>(static_cast<uint64_t>(plan.kv_reserve_bytes),
+                                  std::min<uint64_t>(by_default, static_cast<uint64_t>(std::max<int64_t>(room, 0))));
   }
   const int64_t n_blocks = static_cast<int64_t>(kv_bytes / (static_cast<uint64_t>(token_bytes) * kBlockSize));
   if (n_blocks < 1) {
@@ -111,10 +145,11 @@ Status ModelService::load() {
   sc.n_kv_blocks = static_cast<int32_t>(std::min<int64_t>(n_blocks, INT32_MAX));
   sc.prefix_cache = true;
 
-  int threads = options_.threads;
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   pool_ = std::make_unique<kernels::ThreadPool>(threads);
-  auto runner = scheduler::make_engine_runner(*model_, *pool_, sc);
+  scheduler::EngineRunnerOptions runner_options;
+  runner_options.weights = residency_->weights.get();
+  runner_options.between_steps = [this] { between_steps(); };
+  auto runner = scheduler::make_engine_runner(*model_, *pool_, sc, std::move(runner_options));
   {
     std::lock_guard lock(engine_mu_);
     if (stopped_) return Error{"stopped while loading"};
@@ -158,6 +193,34 @@ Status ModelService::warm_up() {
   if (error) return Error{"warm-up generation failed: " + *error};
   if (stopped_) return Error{"stopped while warming up"};
   return {};
+}
+
+void ModelService::between_steps() {
+  controller_->on_step();
+  const engine::WeightResidency& w = *residency_->weights;
+  const engine::StreamerStats io = w.streamer_stats();
+  if (io.read_seconds - last_read_seconds_ >= 0.05) {
+    stream_bandwidth_ = static_cast<double>(io.bytes_read - last_bytes_read_) /
+                        (io.read_seconds - last_read_seconds_);
+    last_bytes_read_ = io.bytes_read;
+    last_read_seconds_ = io.read_seconds;
+  }
+  const engine::MemoryReading& memory = controller_->last_reading();
+  ResidencyMetrics m;
+  m.resident_layers = w.resident_layers();
+  m.streamed_layers = w.n_layers() - m.resident_layers;
+  m.resident_weight_bytes = w.resident_weight_bytes();
+  m.weight_bytes_read_total = io.bytes_read;
+  m.stream_bandwidth_bytes_per_second = stream_bandwidth_;
+  m.io_stall_seconds_total = io.stall_seconds;
+  // Until the controller's first check, the reading taken when the plan was made.
+  const engine::MemoryReading& shown = memory.limit_bytes > 0 ? memory : residency_->memory_at_start;
+  m.memory_limit_bytes = shown.limit_bytes;
+  m.memory_available_bytes = shown.available_bytes;
+  m.memory_pressure_ratio = shown.pressure_some_avg10 / 100.0;
+  m.shed_total = controller_->shed_total();
+  m.readmit_total = controller_->readmit_total();
+  metrics_.set_residency(m);
 }
 
 void ModelService::stop() {

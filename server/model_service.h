@@ -14,12 +14,15 @@
 #include <string>
 
 #include "common/result.h"
+#include "engine/memory_probe.h"
 #include "scheduler/engine_loop.h"
 #include "server/model_backend.h"
 
 namespace spillway::engine {
 class Model;
 class Tokenizer;
+class ResidencyController;
+struct ResidencySetup;
 }  // namespace spillway::engine
 namespace spillway::kernels {
 class ThreadPool;
@@ -57,6 +60,8 @@ class ModelService final : public ModelBackend {
  private:
   Status ensure_demo_model();
   Status warm_up();
+  // Engine thread, between steps: pressure control, then the residency metrics.
+  void between_steps();
 
   const ServeOptions& options_;
   std::string model_path_;
@@ -64,6 +69,13 @@ class ModelService final : public ModelBackend {
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Tokenizer> tokenizer_;
   std::unique_ptr<ChatPrompt> chat_prompt_;
+  engine::LinuxMemorySource memory_;
+  // Declared before engine_: the engine's runner reads weights_ and calls controller_.
+  std::unique_ptr<engine::ResidencySetup> residency_;
+  std::unique_ptr<engine::ResidencyController> controller_;
+  uint64_t last_bytes_read_ = 0;       // engine thread: bandwidth over the last interval
+  double last_read_seconds_ = 0;
+  double stream_bandwidth_ = 0;
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<scheduler::EngineLoop> engine_;
   int32_t max_context_ = 0;

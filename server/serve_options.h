@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "server/residency_flags.h"
+
 namespace CLI {
 class App;
 }
@@ -33,13 +35,15 @@ struct ServeOptions {
   int max_connections = 1024;
   int http_threads = 2;
   double sse_keepalive_seconds = 15.0;
+  ResidencyFlags residency;       // --memory-budget and friends (README, "Models bigger than memory")
 };
 
 // Registers `serve` on the app (server/command_serve.cpp); the callback runs the server and
 // stores the exit code.
 void add_serve_command(CLI::App& app, int& exit_code);
 
-// "512M", "4G", "1.5GiB", "1048576" (binary multiples K, M, G, T; optional B / iB).
+// "512M", "4G", "1.5GiB", "1048576" (binary multiples K, M, G, T; optional B / iB), as
+// engine::parse_byte_size.
 std::optional<uint64_t> parse_size(std::string_view text);
 
 // The default demo-model cache: $XDG_CACHE_HOME/spillway or ~/.cache/spillway, file

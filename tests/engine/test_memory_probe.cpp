@@ -126,6 +126,9 @@ TEST(ByteSize, Parses) {
   EXPECT_EQ(parse_byte_size("12X"), std::nullopt);
   EXPECT_EQ(parse_byte_size("-5M"), std::nullopt);
   EXPECT_EQ(parse_byte_size("1e30"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("1.5"), std::nullopt);   // fractional bytes
+  EXPECT_EQ(parse_byte_size("1..5G"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("16MB"), 16 * kMiB);
 }
 
 }  // namespace

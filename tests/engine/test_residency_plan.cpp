@@ -52,6 +52,16 @@ TEST(ResidencyPlan, PriorityChangesTheKvReserve) {
   EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 1);
 }
 
+TEST(ResidencyPlan, AnExplicitKvSizeReplacesThePriorityReserve) {
+  ResidencyOptions o;
+  o.memory_budget_bytes = 600 * kMiB;
+  o.kv_reserve_bytes = 14 * kMiB;  // fixed = 100 + 36 + 14 = 150 -> room 300 -> 5.4 -> 5
+  auto plan = plan_residency(ten_layers(), o, 0);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->kv_reserve_bytes, 14 * kMiB);
+  EXPECT_EQ(plan->resident_layers, 5);
+}
+
 TEST(ResidencyPlan, BudgetBelowTheMinimumIsAClearError) {
   ResidencyOptions o;
   o.memory_budget_bytes = 300 * kMiB;

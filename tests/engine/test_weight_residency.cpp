@@ -110,7 +110,9 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
         const auto stats = (*w)->streamer_stats();
         const uint64_t per_step = static_cast<uint64_t>((*w)->streamed_bytes_per_step());
         EXPECT_GE(stats.bytes_read, per_step * plain_.size()) << what;
-        if (resident == n) EXPECT_EQ(stats.bytes_read, 0u) << what;
+        if (resident == n) {
+          EXPECT_EQ(stats.bytes_read, 0u) << what;
+        }
       }
     }
   }
