@@ -5,8 +5,9 @@
 //   SPILLWAY_BENCH_THREADS=1 build/dev/bench/bench_kernels ...         # pool size (default:
 //                                                                      # physical cores)
 // matmul at TinyLlama shapes (2048x2048 attention projections, 5632x2048 MLP up/gate) for
-// every ISA this CPU runs, every weight type, m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar
-// table only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
+// every ISA this CPU runs, every weight type (Q8_0 / Q4_0 in the tiled layout the engine
+// runs on, and row-major as "Q8_0-rows"), m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar table
+// only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
 // at most 8) are cycled so GEMV streams from DRAM rather than from the last-level cache.
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
 // Attention: F16 paged KV cache, head_dim 64, 8 query heads per kv head (TinyLlama GQA).
@@ -58,15 +59,19 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 // the same type and shape).
 struct WeightSet {
   DType type = DType::F32;
+  WeightLayout layout = WeightLayout::Rows;
   int64_t rows = 0, cols = 0;
   std::vector<std::unique_ptr<AlignedBytes>> copies;
 };
 
-const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
+const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t cols) {
   static WeightSet set;
-  if (!set.copies.empty() && set.type == type && set.rows == rows && set.cols == cols) return set;
+  if (!set.copies.empty() && set.type == type && set.layout == layout && set.rows == rows && set.cols == cols) {
+    return set;
+  }
   set.copies.clear();
   set.type = type;
+  set.layout = layout;
   set.rows = rows;
   set.cols = cols;
   const int64_t rb = row_bytes(type, cols);
@@ -74,6 +79,10 @@ const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
   auto first = std::make_unique<AlignedBytes>(bytes);
   const std::vector<float> values = random_floats(size_t(rows * cols), uint32_t(rows + cols));
   for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * cols, first->data + r * rb, cols);
+  if (layout == WeightLayout::Tiles16) {
+    std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
+    retile_in_place(type, first->data, rows, cols, scratch.data());
+  }
   const size_t n_copies = std::min<size_t>(8, std::max<size_t>(1, (size_t{128} << 20) / bytes));
   set.copies.push_back(std::move(first));
   while (set.copies.size() < n_copies) {
@@ -84,12 +93,13 @@ const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
   return set;
 }
 
-void bench_matmul(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t cols, int64_t m) {
+void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout layout, int64_t rows, int64_t cols,
+                  int64_t m) {
   const KernelTable& kt = kernels_for(isa);
-  const WeightSet& set = weights(type, rows, cols);
+  const WeightSet& set = weights(type, layout, rows, cols);
   const std::vector<float> x = random_floats(size_t(m * cols), 7);
   std::vector<float> y(size_t(m * rows));
-  WeightMatrix w{type, nullptr, rows, cols};
+  WeightMatrix w{type, nullptr, rows, cols, layout};
   AlignedBytes scratch(matmul_scratch_bytes(w, m) + 64);
   size_t next = 0;
   for (auto _ : state) {
@@ -137,16 +147,23 @@ void register_all() {
   constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
   constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};
   for (DType type : kTypes) {
-    for (const auto& shape : kShapes) {
-      for (int64_t m : {1, 16, 64, 512}) {
-        for (Isa isa : supported_isas()) {
-          if (isa == Isa::Scalar && m > 16) continue;
-          const std::string name = "matmul/" + std::string(dtype_name(type)) + "/" + std::string(isa_name(isa)) +
-                                   "/m:" + std::to_string(m) + "/" + std::to_string(shape[0]) + "x" +
-                                   std::to_string(shape[1]);
-          benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, shape[0], shape[1], m)
-              ->Unit(benchmark::kMicrosecond)
-              ->UseRealTime();
+    // Q8_0 / Q4_0: the tiled layout the engine runs on (resident or streamed layers), and the
+    // row-major file layout (the plain engine on the file mapping), packed on the fly.
+    std::vector<WeightLayout> layouts = {WeightLayout::Rows};
+    if (has_tiled_layout(type)) layouts.insert(layouts.begin(), WeightLayout::Tiles16);
+    for (WeightLayout layout : layouts) {
+      const std::string type_name =
+          std::string(dtype_name(type)) + (layout == WeightLayout::Rows && has_tiled_layout(type) ? "-rows" : "");
+      for (const auto& shape : kShapes) {
+        for (int64_t m : {1, 16, 64, 512}) {
+          for (Isa isa : supported_isas()) {
+            if (isa == Isa::Scalar && m > 16) continue;
+            const std::string name = "matmul/" + type_name + "/" + std::string(isa_name(isa)) + "/m:" +
+                                     std::to_string(m) + "/" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+            benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, layout, shape[0], shape[1], m)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
         }
       }
     }

@@ -29,41 +29,27 @@ const KernelTable& kernels_for(Isa isa) {
   return scalar_kernel_table();
 }
 
-WeightSlot weight_slot(DType t) {
+DotKind dot_kind(DType t) {
   switch (t) {
-    case DType::F32: return WeightSlot::F32;
-    case DType::F16: return WeightSlot::F16;
-    case DType::BF16: return WeightSlot::BF16;
-    case DType::Q8_0: return WeightSlot::Q8_0;
-    case DType::Q4_0: return WeightSlot::Q4_0;
-    case DType::Q4_K: return WeightSlot::Q4_K;
-    case DType::Q6_K: return WeightSlot::Q6_K;
+    case DType::F32: return {DotFamily::Float, 0};
+    case DType::F16: return {DotFamily::Float, 1};
+    case DType::BF16: return {DotFamily::Float, 2};
+    case DType::Q8_0: return {DotFamily::Tile, 0};
+    case DType::Q4_0: return {DotFamily::Tile, 1};
+    case DType::Q4_K: return {DotFamily::KQuant, 0};
+    case DType::Q6_K: return {DotFamily::KQuant, 1};
   }
-  assert(false && "weight_slot: unsupported type");
-  return WeightSlot::F32;
+  assert(false && "dot_kind: unsupported type");
+  return {DotFamily::Float, 0};
 }
 
 ActivationFormat activation_format(DType t) {
-  switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0: return ActivationFormat::Q8_0;
-    case DType::Q4_K:
-    case DType::Q6_K: return ActivationFormat::Q8_K;
-    default: return ActivationFormat::F32;
+  switch (dot_kind(t).family) {
+    case DotFamily::Tile: return ActivationFormat::Q8;
+    case DotFamily::KQuant: return ActivationFormat::Q8_K;
+    case DotFamily::Float: break;
   }
-}
-
-size_t activation_row_bytes(ActivationFormat f, int64_t cols) {
-  switch (f) {
-    case ActivationFormat::F32: return 0;
-    case ActivationFormat::Q8_0: return size_t(cols / kQK8_0) * (2 + kQK8_0);
-    case ActivationFormat::Q8_K: return size_t(cols / kQK_K) * (4 + kQK_K + kQK_K / 8);
-  }
-  return 0;
-}
-
-size_t activation_row_stride(ActivationFormat f, int64_t cols) {
-  return (activation_row_bytes(f, cols) + 63) & ~size_t{63};
+  return ActivationFormat::F32;
 }
 
 void rope_table(int rot_dim, int64_t pos, float freq_base, float freq_scale,

@@ -31,14 +31,32 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 // ---- matrix multiply ----------------------------------------------------------------
-// A weight matrix as stored in a model file: `rows` rows of `cols` elements each,
-// row r at data + r * row_bytes(type, cols). cols is a multiple of block_elems(type).
+// How a weight matrix's bytes are arranged.
+enum class WeightLayout : uint8_t {
+  Rows,     // as stored in a model file: row r at data + r * row_bytes(type, cols)
+  Tiles16,  // Q8_0 / Q4_0 only: row-interleaved tiles of 16 rows, the remaining rows
+            // row-major after them; the same number of bytes (kernels/kernel_table.h)
+};
+
+// A weight matrix: `rows` rows of `cols` elements each. cols is a multiple of
+// block_elems(type). Both layouts give bit-identical matmul results.
 struct WeightMatrix {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0;  // output features (n)
   int64_t cols = 0;  // input features (k)
+  WeightLayout layout = WeightLayout::Rows;
 };
+
+// True for the types with a Tiles16 layout (Q8_0, Q4_0): the ones matmul runs fastest on
+// once retiled (prefill, batched decode and decode all read the tiles directly).
+bool has_tiled_layout(DType t);
+// Scratch bytes retile_in_place needs for rows of `cols` elements of type t.
+size_t retile_scratch_bytes(DType t, int64_t cols);
+// Rewrites `rows` row-major rows of type t at data into the Tiles16 layout in place (the byte
+// count is unchanged). t must have a tiled layout. scratch: retile_scratch_bytes(t, cols).
+// Single-threaded, no allocation.
+void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch);
 
 // Bytes of scratch matmul() needs for m activation rows against a weight of this shape
 // (e.g. activations quantized to int8 blocks for quantized weights).

@@ -15,6 +15,7 @@ namespace spillway::kernels {
 namespace {
 
 using testing::AlignedBuffer;
+using testing::isa_label;
 using testing::kAllWeightTypes;
 using testing::random_floats;
 using testing::random_matrix;
@@ -29,13 +30,16 @@ std::vector<float> effective_activations(DType t, const float* x, int64_t m, int
     return out;
   }
   const KernelTable& scalar = kernels_for(Isa::Scalar);
-  std::vector<uint8_t> q(activation_row_bytes(f, cols));
+  std::vector<uint8_t> q(std::max(q8_group_bytes(cols), q8_k_row_stride(cols)));
   for (int64_t i = 0; i < m; ++i) {
     float* o = out.data() + i * cols;
-    if (f == ActivationFormat::Q8_0) {
-      scalar.quantize_q8_0(x + i * cols, q.data(), cols);
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(q.data());
-      for (int64_t k = 0; k < cols; ++k) o[k] = fp16_to_fp32(b[k / 32].d) * b[k / 32].qs[k % 32];
+    if (f == ActivationFormat::Q8) {
+      scalar.quantize_q8(x + i * cols, cols, 0, q.data(), 0);
+      const Q8Group g = q8_group(q.data(), cols);
+      for (int64_t k = 0; k < cols; ++k) {
+        const auto* bytes = reinterpret_cast<const int8_t*>(&g.q4[(k / 32 * 8 + k % 32 / 4) * kTileActs]);
+        o[k] = g.d[k / 32 * kTileActs] * bytes[k % 4];
+      }
     } else {
       scalar.quantize_q8_K(x + i * cols, q.data(), cols);
       const auto* b = reinterpret_cast<const BlockQ8_K*>(q.data());
@@ -71,12 +75,25 @@ Reference reference_matmul(const TestMatrix& w, const float* x, int64_t m) {
   return ref;
 }
 
+std::vector<float> run_matmul(const KernelTable& kt, const WeightMatrix& w, const std::vector<float>& x,
+                              int64_t m, ThreadPool& pool) {
+  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w, m) + 1);
+  std::vector<float> y(size_t(m * w.rows), NAN);
+  matmul(kt, w, x.data(), m, y.data(), scratch.data(), pool);
+  return y;
+}
+
 std::vector<float> run_matmul(const KernelTable& kt, const TestMatrix& w, const std::vector<float>& x,
                               int64_t m, ThreadPool& pool) {
-  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w.view(), m) + 1);
-  std::vector<float> y(size_t(m * w.rows), NAN);
-  matmul(kt, w.view(), x.data(), m, y.data(), scratch.data(), pool);
-  return y;
+  return run_matmul(kt, w.view(), x, m, pool);
+}
+
+// The same bits, NaN payloads and signed zeros included.
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << what << " i=" << i << ": " << a[i] << " vs " << b[i];
+  }
 }
 
 // Weights whose dequantized values are small multiples of powers of two, so that every
@@ -177,12 +194,11 @@ TEST(Matmul, RandomDataMatchesScalarAndReferenceOnEveryIsa) {
             ASSERT_NEAR(scalar[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30)
                 << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
           }
+          // Every dot family fixes its per-output order: SIMD tables give the scalar bits.
           for (Isa isa : supported_isas()) {
-            const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
-            for (size_t i = 0; i < y.size(); ++i) {
-              ASSERT_NEAR(y[i], scalar[i], 1e-5 * ref.scale[i] + 1e-30)
-                  << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
-            }
+            expect_same_bits(run_matmul(kernels_for(isa), w, x, m, pool), scalar,
+                             isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols) +
+                                 " m=" + std::to_string(m));
           }
         }
       }
@@ -205,6 +221,72 @@ TEST(Matmul, KQuantsAreBitIdenticalToScalarOnEveryIsa) {
   }
 }
 
+// A matrix retiled in place: the same bytes rearranged.
+struct TiledCopy {
+  std::vector<uint8_t> bytes;
+  WeightMatrix view;
+};
+TiledCopy tiled_copy(const TestMatrix& w) {
+  TiledCopy c{w.bytes, w.view()};
+  std::vector<uint8_t> scratch(retile_scratch_bytes(w.type, w.cols));
+  retile_in_place(w.type, c.bytes.data(), w.rows, w.cols, scratch.data());
+  c.view.data = c.bytes.data();
+  c.view.layout = WeightLayout::Tiles16;
+  return c;
+}
+
+TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+      // Full tiles only, a tail of 5 rows, fewer rows than one tile; 1, 2, 35 and 40 blocks
+      // (more than one on-the-fly packing chunk).
+      for (int64_t rows : {int64_t{32}, int64_t{37}, int64_t{11}, int64_t{80}}) {
+        for (int64_t cols : {int64_t{32}, int64_t{64}, int64_t{32 * 35}, int64_t{32 * 40}}) {
+          const TestMatrix w = random_matrix(t, rows, cols, uint32_t(rows * cols));
+          const TiledCopy tiled = tiled_copy(w);
+          if (rows >= kTileRows) {
+            EXPECT_NE(tiled.bytes, w.bytes);
+          } else {
+            EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
+          }
+          for (int64_t m : {1, 3, 8, 9, 20}) {
+            const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
+            const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+            for (Isa isa : supported_isas()) {
+              const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " rows=" +
+                                       std::to_string(rows) + " cols=" + std::to_string(cols) +
+                                       " m=" + std::to_string(m) + " threads=" + std::to_string(threads);
+              expect_same_bits(run_matmul(kernels_for(isa), w, x, m, pool), scalar, "rows " + what);
+              expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, m, pool), scalar, "tiles " + what);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, ARowsResultDoesNotDependOnTheOtherRows) {
+  // What the forward relies on: a sequence gives the same logits alone or in any batch.
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 8;
+    const TestMatrix w = random_matrix(t, 53, cols, 17);
+    const int64_t m = 21;
+    const std::vector<float> x = random_floats(m * cols, 18);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> all = run_matmul(kernels_for(isa), w, x, m, pool);
+      for (int64_t i : {int64_t{0}, int64_t{7}, int64_t{20}}) {
+        const std::vector<float> xi(x.begin() + i * cols, x.begin() + (i + 1) * cols);
+        const std::vector<float> alone = run_matmul(kernels_for(isa), w, xi, 1, pool);
+        expect_same_bits(alone, std::vector<float>(all.begin() + i * w.rows, all.begin() + (i + 1) * w.rows),
+                         isa_label(isa) + " " + std::string(dtype_name(t)) + " row " + std::to_string(i));
+      }
+    }
+  }
+}
+
 TEST(Matmul, FloatWeightsWithAnyColumnCount) {
   ThreadPool pool(2);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
@@ -213,11 +295,13 @@ TEST(Matmul, FloatWeightsWithAnyColumnCount) {
       for (int64_t m : {1, 2, 5}) {
         const std::vector<float> x = random_floats(m * cols, uint32_t(m * cols));
         const Reference ref = reference_matmul(w, x.data(), m);
+        const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
         for (Isa isa : supported_isas()) {
           const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
           for (size_t i = 0; i < y.size(); ++i) {
             ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30) << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols;
           }
+          expect_same_bits(y, scalar, isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
         }
       }
     }
@@ -239,7 +323,8 @@ TEST(Matmul, ScratchSizes) {
   const WeightMatrix f16{DType::F16, nullptr, 10, 64};
   EXPECT_EQ(matmul_scratch_bytes(f16, 8), 0u);
   const WeightMatrix q4{DType::Q4_0, nullptr, 10, 64};
-  EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * 2 * 34);
+  EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * (64 + 2 * 4 + 2 * 4));
+  EXPECT_EQ(matmul_scratch_bytes(q4, 3) % 64, 0u);
   const WeightMatrix q6{DType::Q6_K, nullptr, 10, 512};
   EXPECT_GE(matmul_scratch_bytes(q6, 2), 2u * 2 * 292);
   EXPECT_EQ(matmul_scratch_bytes(q6, 2) % 64, 0u);
