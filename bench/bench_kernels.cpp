@@ -10,7 +10,8 @@
 // only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
 // at most 8) are cycled so GEMV streams from DRAM rather than from the last-level cache.
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
-// Attention: F16 paged KV cache, head_dim 64, 8 query heads per kv head (TinyLlama GQA).
+// Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
+// head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -116,7 +117,9 @@ void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout lay
   state.counters["threads"] = pool().size();
 }
 
-void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx) {
+// One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
+// out as the engine keeps it (transposed inside each block).
+void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_tokens) {
   const KernelTable& kt = kernels_for(isa);
   constexpr int kHeadDim = 64, kGroup = 8, kKvHeads = 4, kBlock = 16;
   const int64_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
@@ -129,18 +132,20 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx) {
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) table[size_t(b)] = int32_t((b * 5) % n_blocks);  // scattered blocks
-  KvView kv{DType::F16, nullptr, table.data(), kBlock, kBlock * token_elems, token_elems};
-  KvView kview = kv, vview = kv;
-  kview.data = k.data();
-  vview.data = v.data();
-  const std::vector<float> q = random_floats(size_t(kGroup * kHeadDim), 4);
-  std::vector<float> out(q.size()), scratch(static_cast<size_t>(n_ctx));
+  KvView kview{DType::F16, k.data(), table.data(), kBlock, kBlock * token_elems, 1, kHeadDim * kBlock, kBlock};
+  KvView vview{DType::F16, v.data(), table.data(), kBlock, kBlock * token_elems, token_elems, kHeadDim, 1};
+  const size_t q_stride = size_t(kGroup) * kHeadDim;
+  const std::vector<float> q = random_floats(q_stride * n_tokens, 4);
+  std::vector<float> out(q.size()), scratch(attention_scratch_floats(n_tokens, kGroup, n_ctx));
   for (auto _ : state) {
-    kt.attention(q.data(), kGroup, kHeadDim, kview, vview, 1, n_ctx, 0.125f, out.data(), scratch.data());
+    kt.attention(q.data(), q_stride, n_tokens, kGroup, kHeadDim, kview, vview, 1, n_ctx - n_tokens, 0.125f,
+                 out.data(), q_stride, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_bytes/s"] = benchmark::Counter(2.0 * double(n_ctx) * kHeadDim * 2,
                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flops"] = benchmark::Counter(4.0 * double(n_ctx) * kHeadDim * kGroup * n_tokens,
+                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
@@ -169,9 +174,12 @@ void register_all() {
     }
   }
   for (int64_t n_ctx : {128, 512, 2048, 8192}) {
-    for (Isa isa : supported_isas()) {
-      const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx);
-      benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx)->Unit(benchmark::kMicrosecond);
+    for (int n_tokens : {1, kAttentionMaxTokens}) {
+      for (Isa isa : supported_isas()) {
+        const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx) +
+                                 "/tokens:" + std::to_string(n_tokens);
+        benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx, n_tokens)->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -35,6 +36,12 @@ ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& p
   ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
 }
 
+size_t ForwardPass::attention_scratch_stride() const {
+  const size_t floats = kernels::attention_scratch_floats(kernels::kAttentionMaxTokens,
+                                                          cfg_.n_heads / cfg_.n_kv_heads, context_capacity_);
+  return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
+
 void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx) {
   if (n_tokens > token_capacity_) {
     token_capacity_ = n_tokens;
@@ -55,8 +62,10 @@ void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_
   }
   if (max_ctx > context_capacity_) {
     context_capacity_ = max_ctx;
-    attention_scratch_.resize(size_t(pool_.size()) * (max_ctx + kAlignFloats));
+    attention_scratch_.resize(size_t(pool_.size()) * attention_scratch_stride());
   }
+  const size_t max_tasks = size_t(n_tokens) * cfg_.n_kv_heads;
+  if (attention_tasks_.capacity() < max_tasks) attention_tasks_.reserve(max_tasks);
   // Matmul scratch for the largest matmul of a step, of either token count.
   size_t need = 0;
   const int64_t m = std::max(token_capacity_, logit_capacity_);
@@ -97,6 +106,13 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
     max_ctx = std::max(max_ctx, seq.start_position + seq.n_tokens);
   }
   ensure_capacity(n_tokens, n_logits, max_ctx);
+  attention_tasks_.clear();
+  for (const BatchSequence& seq : batch.sequences) {
+    for (int32_t i = 0; i < seq.n_tokens; i += kernels::kAttentionMaxTokens) {
+      const int32_t n = std::min(kernels::kAttentionMaxTokens, seq.n_tokens - i);
+      for (int32_t h = 0; h < cfg_.n_kv_heads; ++h) attention_tasks_.push_back({seq.first_token + i, n, h});
+    }
+  }
 
   // Embeddings.
   const kernels::WeightMatrix& embd = weights_->token_embedding();
@@ -184,26 +200,25 @@ void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const Fo
 }
 
 void ForwardPass::attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens) {
-  const int32_t hd = cfg_.head_dim, n_kv = cfg_.n_kv_heads;
-  const int32_t group = cfg_.n_heads / n_kv;
+  const int32_t hd = cfg_.head_dim;
+  const int32_t group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t n_tasks = int64_t(n_tokens) * n_kv;
-  const int n_threads = pool_.size();
-  const size_t scratch_stride = context_capacity_ + kAlignFloats;
-
+  const size_t scratch_stride = attention_scratch_stride();
+  const auto n_tasks = static_cast<int64_t>(attention_tasks_.size());
+  const size_t q_dim = cfg_.q_dim();
+  std::atomic<int64_t> next{0};
   pool_.run_on_all([&](int thread) {
-    const int64_t begin = n_tasks * thread / n_threads, end = n_tasks * (thread + 1) / n_threads;
     float* scratch = attention_scratch_.data + thread * scratch_stride;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / n_kv;
-      const int32_t kv_head = static_cast<int32_t>(task % n_kv);
-      const BatchSequence& seq = batch.sequences[token_sequence_[t]];
+    for (;;) {
+      const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n_tasks) return;
+      const AttentionTask& task = attention_tasks_[i];
+      const BatchSequence& seq = batch.sequences[token_sequence_[task.first_token]];
       const kernels::KvView k = kv_.k_view(layer_index, seq.block_table);
       const kernels::KvView v = kv_.v_view(layer_index, seq.block_table);
-      const int64_t n_ctx = token_position_[t] + 1;  // causal
-      const size_t offset = size_t(t) * cfg_.q_dim() + size_t(kv_head) * group * hd;
-      kernels::attention(q_.data + offset, group, hd, k, v, kv_head, n_ctx, scale,
-                         attn_.data + offset, scratch);
+      const size_t offset = size_t(task.first_token) * q_dim + size_t(task.kv_head) * group * hd;
+      kernels::attention(q_.data + offset, q_dim, task.n_tokens, group, hd, k, v, task.kv_head,
+                         token_position_[task.first_token], scale, attn_.data + offset, q_dim, scratch);
     }
   });
 }

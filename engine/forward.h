@@ -51,6 +51,7 @@ class ForwardPass {
   };
 
   void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx);
+  size_t attention_scratch_stride() const;  // floats per thread
   void run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,
                  int32_t n_tokens);
   void attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens);
@@ -69,6 +70,14 @@ class ForwardPass {
   // Per token of the current batch: its sequence and position.
   std::vector<int32_t> token_sequence_;
   std::vector<int64_t> token_position_;
+  // Attention work of the current batch: up to kernels::kAttentionMaxTokens consecutive
+  // tokens of one sequence and one kv head each (same for every layer).
+  struct AttentionTask {
+    int32_t first_token;
+    int32_t n_tokens;
+    int32_t kv_head;
+  };
+  std::vector<AttentionTask> attention_tasks_;
 
   AlignedBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // [tokens, dim]
   AlignedBuffer final_rows_, logits_;                   // [logit rows, dim|vocab]

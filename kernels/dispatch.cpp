@@ -70,6 +70,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* sc
   matmul(active_table(), w, x, m, y, scratch, pool);
 }
 
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) { active_table().to_fp16(x, y, n); }
+
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
   active_table().rms_norm(x, weight, y, n, eps);
 }
@@ -90,9 +92,16 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float f
   active_table().rope(x, n_heads, head_dim, rot_dim, cos_sin, style);
 }
 
-void attention(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-               int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
-  active_table().attention(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx) {
+  return size_t(n_tokens) * size_t(n_group) * size_t((n_ctx + 15) / 16 * 16);
+}
+
+void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               float* out, size_t out_stride, float* scratch) {
+  assert(n_tokens >= 1 && n_tokens <= kAttentionMaxTokens);
+  active_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out,
+                           out_stride, scratch);
 }
 
 }  // namespace spillway::kernels

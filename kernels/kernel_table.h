@@ -116,6 +116,7 @@ struct KernelTable {
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   DotRowsFn kquant_dot[2] = {};                   // Q4_K, Q6_K
 
+  void (*to_fp16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;
   void (*softmax)(float* x, int64_t n) = nullptr;
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
@@ -124,8 +125,10 @@ struct KernelTable {
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,
                RopeStyle style) = nullptr;
-  void (*attention)(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                    int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) = nullptr;
+  // As kernels::attention (kernels.h).
+  void (*attention)(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+                    const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+                    float* out, size_t out_stride, float* scratch) = nullptr;
 };
 
 // matmul() on a given table (the public matmul uses the active one).

@@ -24,6 +24,8 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);   // round to nearest even
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);   // round to nearest even
+// y[i] = fp32_to_fp16(x[i]) for i < n (dispatched; bit-identical on every ISA).
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
 
 // dst[0..n) = row of n elements of type t starting at src (n multiple of block_elems).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
@@ -92,9 +94,11 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float f
 
 // ---- attention over a paged KV cache ------------------------------------------------
 // One layer's K (or V) cache: blocks of block_size tokens; token t of a sequence lives in
-// block block_table[t / block_size] at row t % block_size. Element (token row, kv head h,
-// dim d) is at data[block * block_stride + row * token_stride + h * head_dim + d].
-// type is F32 or F16.
+// block block_table[t / block_size] at row t % block_size. Element (row r, kv head h, dim d)
+// is at data[block * block_stride + r * token_stride + h * head_stride + d * dim_stride].
+// type is F32 or F16. The engine keeps V row-major (dim_stride 1) and K transposed inside
+// each block and head (token_stride 1, dim_stride block_size), so that attention reads one
+// dim of consecutive keys as a vector; any strides work.
 struct KvView {
   DType type = DType::F16;
   const void* data = nullptr;
@@ -102,13 +106,25 @@ struct KvView {
   int32_t block_size = 0;
   int64_t block_stride = 0;  // elements
   int64_t token_stride = 0;  // elements
+  int64_t head_stride = 0;   // elements
+  int64_t dim_stride = 1;    // elements
 };
 
-// For the n_group query heads that share kv head kv_head (GQA), attend over context
-// positions [0, n_ctx): out[g, :] = softmax(scale * q[g]·K[t]) · V[t].
-// q, out: [n_group, head_dim]; scratch: n_ctx floats.
-void attention(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-               int kv_head, int64_t n_ctx, float scale, float* out, float* scratch);
+// Attention of n_tokens (1..kAttentionMaxTokens) consecutive query tokens of one sequence
+// with the n_group query heads that share kv head kv_head (GQA: K and V are read once for
+// all of them). Token j is at position pos0 + j and attends context positions
+// [0, pos0 + j]: out[j][g] = softmax(scale * q[j][g] . K[t]) . V.
+// q: token j's heads [n_group, head_dim] at q + j * q_stride floats; out likewise with
+// out_stride. scratch: attention_scratch_floats(n_tokens, n_group, pos0 + n_tokens).
+// The arithmetic of one (token, head) does not depend on n_tokens or n_group:
+// score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; softmax;
+// out = fma over t in increasing order of p_t * v_t, from 0. So a token's output is the same
+// whichever tokens are computed with it (batched or alone, prefill chunked or not).
+constexpr int kAttentionMaxTokens = 4;
+size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx);
+void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               float* out, size_t out_stride, float* scratch);
 
 // ---- per-ISA tables (tests and benches) ---------------------------------------------
 struct KernelTable;  // defined in kernels/kernel_table.h

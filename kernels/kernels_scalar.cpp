@@ -199,6 +199,10 @@ void dot_q6_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, flo
 
 // ---- row operations -------------------------------------------------------------------
 
+void to_fp16_scalar(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
 void rms_norm_scalar(const float* x, const float* weight, float* y, int64_t n, float eps) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
@@ -251,57 +255,35 @@ void rope_scalar(float* x, int n_heads, int head_dim, int rot_dim, const float* 
 
 // ---- attention --------------------------------------------------------------------------
 
-template <class Elem>
-float load_kv(const Elem* p, int64_t d) {
-  if constexpr (sizeof(Elem) == 2) {
-    return fp16_to_fp32(p[d]);
-  } else {
-    return p[d];
-  }
+float load_kv(const KvView& view, int64_t t, int head, int d) {
+  const int64_t block = view.block_table[t / view.block_size];
+  const int64_t e = block * view.block_stride + (t % view.block_size) * view.token_stride +
+                    int64_t(head) * view.head_stride + int64_t(d) * view.dim_stride;
+  return view.type == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(view.data)[e])
+                                 : static_cast<const float*>(view.data)[e];
 }
 
-template <class Elem>
-void attention_typed(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                     int kv_head, int64_t n_ctx, float scale, float* out, float* scores) {
-  const auto* kdata = static_cast<const Elem*>(k.data);
-  const auto* vdata = static_cast<const Elem*>(v.data);
-  for (int g = 0; g < n_group; ++g) {
-    const float* qg = q + int64_t(g) * head_dim;
-    float* og = out + int64_t(g) * head_dim;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += k.block_size) {
-      const int64_t block = k.block_table[t0 / k.block_size];
-      const Elem* base = kdata + block * k.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = std::min<int64_t>(k.block_size, n_ctx - t0);
-      for (int64_t r = 0; r < count; ++r) {
-        const Elem* kr = base + r * k.token_stride;
+void attention_scalar(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                      const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                      float* scratch) {
+  assert(k.type == v.type && (k.type == DType::F16 || k.type == DType::F32));
+  for (int j = 0; j < n_tokens; ++j) {
+    const int64_t n_ctx = pos0 + j + 1;
+    for (int g = 0; g < n_group; ++g) {
+      const float* qg = q + j * q_stride + int64_t(g) * head_dim;
+      float* og = out + j * out_stride + int64_t(g) * head_dim;
+      for (int64_t t = 0; t < n_ctx; ++t) {
         float acc = 0.0f;
-        for (int d = 0; d < head_dim; ++d) acc += qg[d] * load_kv(kr, d);
-        scores[t0 + r] = acc * scale;
+        for (int d = 0; d < head_dim; ++d) acc = std::fma(qg[d], load_kv(k, t, kv_head, d), acc);
+        scratch[t] = acc * scale;
+      }
+      softmax_scalar(scratch, n_ctx);
+      for (int d = 0; d < head_dim; ++d) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < n_ctx; ++t) acc = std::fma(scratch[t], load_kv(v, t, kv_head, d), acc);
+        og[d] = acc;
       }
     }
-    softmax_scalar(scores, n_ctx);
-    for (int d = 0; d < head_dim; ++d) og[d] = 0.0f;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += v.block_size) {
-      const int64_t block = v.block_table[t0 / v.block_size];
-      const Elem* base = vdata + block * v.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = std::min<int64_t>(v.block_size, n_ctx - t0);
-      for (int64_t r = 0; r < count; ++r) {
-        const Elem* vr = base + r * v.token_stride;
-        const float p = scores[t0 + r];
-        for (int d = 0; d < head_dim; ++d) og[d] += p * load_kv(vr, d);
-      }
-    }
-  }
-}
-
-void attention_scalar(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                      int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
-  assert(k.type == v.type);
-  if (k.type == DType::F16) {
-    attention_typed<uint16_t>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
-  } else {
-    assert(k.type == DType::F32);
-    attention_typed<float>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
   }
 }
 
@@ -317,6 +299,7 @@ constexpr KernelTable make_scalar_table() {
   t.tile_dot[1] = tile_dot<DType::Q4_0>;
   t.kquant_dot[0] = dot_q4_k;
   t.kquant_dot[1] = dot_q6_k;
+  t.to_fp16 = to_fp16_scalar;
   t.rms_norm = rms_norm_scalar;
   t.softmax = softmax_scalar;
   t.silu_mul = silu_mul_scalar;
