@@ -152,9 +152,11 @@ void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const Fo
       kernels::rms_norm(x_.data + t * d, w.attn_norm, h_.data + t * d, d, cfg_.rms_eps);
     }
   });
-  matmul(w.wq, h_.data, n_tokens, q_.data);
-  matmul(w.wk, h_.data, n_tokens, k_.data);
-  matmul(w.wv, h_.data, n_tokens, v_.data);
+  {
+    const kernels::WeightMatrix* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {q_.data, k_.data, v_.data};
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_);
+  }
 
   pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -189,8 +191,11 @@ void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const Fo
       kernels::rms_norm(x_.data + t * d, w.ffn_norm, h_.data + t * d, d, cfg_.rms_eps);
     }
   });
-  matmul(w.w_gate, h_.data, n_tokens, gate_.data);
-  matmul(w.w_up, h_.data, n_tokens, up_.data);
+  {
+    const kernels::WeightMatrix* ws[] = {&w.w_gate, &w.w_up};
+    float* ys[] = {gate_.data, up_.data};
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_);
+  }
   const int64_t ff_elems = int64_t(n_tokens) * cfg_.n_ff;
   pool_.parallel_for(ff_elems, [&](int64_t begin, int64_t end) {
     kernels::silu_mul(gate_.data + begin, up_.data + begin, gate_.data + begin, end - begin);

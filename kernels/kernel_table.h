@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/kernels.h"
 
@@ -131,9 +132,11 @@ struct KernelTable {
                     float* out, size_t out_stride, float* scratch) = nullptr;
 };
 
-// matmul() on a given table (the public matmul uses the active one).
+// matmul() / matmul_multi() on a given table (the public ones use the active table).
 void matmul(const KernelTable& kt, const WeightMatrix& w, const float* x, int64_t m, float* y,
             void* scratch, ThreadPool& pool);
+void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool);
 
 // Largest rot_dim rope() accepts (its angle table lives on the stack).
 constexpr int kMaxRopeDim = 1024;

@@ -71,6 +71,13 @@ size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m);
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* scratch,
             ThreadPool& pool);
 
+// matmul of several weight matrices that share the input x (e.g. Q, K and V): ys[j] =
+// x W_j^T, with the activations quantized once and the work of all of them spread over the
+// pool in one pass (matrices of different types or widths run one after the other).
+// scratch: the largest matmul_scratch_bytes of them. Each ys[j] is what matmul would give.
+void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool);
+
 // ---- row operations (one row, single thread) ---------------------------------------
 // y = x / sqrt(mean(x^2) + eps) * weight     (weight may be nullptr: no scale). y may alias x.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps);

@@ -287,6 +287,43 @@ TEST(Matmul, ARowsResultDoesNotDependOnTheOtherRows) {
   }
 }
 
+TEST(Matmul, MultiGivesEachMatrixItsOwnMatmul) {
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 4;
+    const TestMatrix a = random_matrix(t, 48, cols, 1), b = random_matrix(t, 16, cols, 2), c = random_matrix(t, 19, cols, 3);
+    for (int64_t m : {1, 9}) {
+      const std::vector<float> x = random_floats(m * cols, 4);
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        std::vector<float> ya(size_t(m * a.rows)), yb(size_t(m * b.rows)), yc(size_t(m * c.rows));
+        const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
+        const WeightMatrix* ws[] = {&wa, &wb, &wc};
+        float* ys[] = {ya.data(), yb.data(), yc.data()};
+        size_t scratch_bytes = 0;
+        for (const WeightMatrix* w : ws) scratch_bytes = std::max(scratch_bytes, matmul_scratch_bytes(*w, m));
+        AlignedBuffer<uint8_t> scratch(scratch_bytes + 1);
+        matmul_multi(kt, ws, x.data(), m, ys, scratch.data(), pool);
+        const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " m=" + std::to_string(m);
+        expect_same_bits(ya, run_matmul(kt, a, x, m, pool), what + " a");
+        expect_same_bits(yb, run_matmul(kt, b, x, m, pool), what + " b");
+        expect_same_bits(yc, run_matmul(kt, c, x, m, pool), what + " c");
+      }
+    }
+  }
+  // Matrices of different types run one after the other.
+  const TestMatrix q8 = random_matrix(DType::Q8_0, 32, 256, 5), k4 = random_matrix(DType::Q4_K, 8, 256, 6);
+  const std::vector<float> x = random_floats(3 * 256, 7);
+  std::vector<float> y8(3 * 32), y4(3 * 8);
+  const WeightMatrix w8 = q8.view(), w4 = k4.view();
+  const WeightMatrix* ws[] = {&w8, &w4};
+  float* ys[] = {y8.data(), y4.data()};
+  AlignedBuffer<uint8_t> scratch(std::max(matmul_scratch_bytes(w8, 3), matmul_scratch_bytes(w4, 3)));
+  matmul_multi(ws, x.data(), 3, ys, scratch.data(), pool);
+  expect_same_bits(y8, run_matmul(kernels_for(active_isa()), q8, x, 3, pool), "mixed q8_0");
+  expect_same_bits(y4, run_matmul(kernels_for(active_isa()), k4, x, 3, pool), "mixed q4_k");
+}
+
 TEST(Matmul, FloatWeightsWithAnyColumnCount) {
   ThreadPool pool(2);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
