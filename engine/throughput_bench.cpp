@@ -88,6 +88,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     ForwardBatch fb;
     fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
     fb.logit_rows.push_back(o.prompt_tokens - 1);
+    if (o.profile) forward.set_profile(&r.pp_profile);
     auto start = Clock::now();
     auto logits = step(fb);
     if (!logits) return logits.error();
@@ -96,6 +97,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     const std::vector<float> prefill_logits(logits->begin(), logits->end());
 
     int32_t next = argmax(prefill_logits);
+    if (o.profile) forward.set_profile(&r.tg_profile);
     start = Clock::now();
     for (int32_t i = 0; i < o.gen_tokens; ++i) {
       fb.clear();
@@ -123,6 +125,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
         }
         tokens[s] = (first + s) % c.n_vocab;
       }
+      if (o.profile) forward.set_profile(&r.batch_profile);
       start = Clock::now();
       for (int32_t i = 0; i < o.gen_tokens; ++i) {
         fb.clear();
@@ -140,6 +143,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
                               std::chrono::duration<double>(Clock::now() - start).count());
     }
   }
+  forward.set_profile(nullptr);
   r.pp_tokens_per_second = median(r.pp_samples);
   r.tg_tokens_per_second = median(r.tg_samples);
   r.batch_tg_tokens_per_second = median(batch_samples);
