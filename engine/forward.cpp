@@ -194,17 +194,23 @@ void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const Fo
   const int32_t d = cfg_.n_embd, q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
   const int32_t hd = cfg_.head_dim;
 
-  timed(P::Norms, [&] {
-    parallel_for(pool_, n_tokens, d, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        kernels::rms_norm(x_.data + t * d, w.attn_norm, h_.data + t * d, d, cfg_.rms_eps);
-      }
-    });
-  });
+  // RMSNorm of each row fused into the activation pass of the matmul that reads it.
+  struct NormRows {
+    const float* x;
+    const float* weight;
+    float* out;
+    int32_t d;
+    float eps;
+  };
+  auto norm_row = [](void* ctx, int64_t t) {
+    const auto* n = static_cast<const NormRows*>(ctx);
+    kernels::rms_norm(n->x + t * n->d, n->weight, n->out + t * n->d, n->d, n->eps);
+  };
+  NormRows attn_norm{x_.data, w.attn_norm, h_.data, d, cfg_.rms_eps};
   timed(P::Qkv, [&] {
     const kernels::WeightMatrix* ws[] = {&w.wq, &w.wk, &w.wv};
     float* ys[] = {q_.data, k_.data, v_.data};
-    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_);
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_, {norm_row, &attn_norm});
   });
 
   timed(P::RopeKv, [&] {
@@ -237,25 +243,28 @@ void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const Fo
   timed(P::Wo, [&] { matmul(w.wo, attn_.data, n_tokens, h_.data); });
   timed(P::Residual, [&] { kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d); });
 
-  timed(P::Norms, [&] {
-    parallel_for(pool_, n_tokens, d, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        kernels::rms_norm(x_.data + t * d, w.ffn_norm, h_.data + t * d, d, cfg_.rms_eps);
-      }
-    });
-  });
+  NormRows ffn_norm{x_.data, w.ffn_norm, h_.data, d, cfg_.rms_eps};
   timed(P::GateUp, [&] {
     const kernels::WeightMatrix* ws[] = {&w.w_gate, &w.w_up};
     float* ys[] = {gate_.data, up_.data};
-    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_);
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_, {norm_row, &ffn_norm});
   });
-  timed(P::SiluMul, [&] {
-    const int64_t ff_elems = int64_t(n_tokens) * cfg_.n_ff;
-    parallel_for(pool_, ff_elems, 1, [&](int64_t begin, int64_t end) {
-      kernels::silu_mul(gate_.data + begin, up_.data + begin, gate_.data + begin, end - begin);
-    });
+  // SwiGLU of each row (into gate_) fused into the down projection's activation pass.
+  struct SiluRows {
+    float* gate;
+    const float* up;
+    int32_t n_ff;
+  } silu{gate_.data, up_.data, cfg_.n_ff};
+  auto silu_row = [](void* ctx, int64_t t) {
+    const auto* s = static_cast<const SiluRows*>(ctx);
+    float* g = s->gate + t * s->n_ff;
+    kernels::silu_mul(g, s->up + t * s->n_ff, g, s->n_ff);
+  };
+  timed(P::Down, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.w_down};
+    float* ys[] = {h_.data};
+    kernels::matmul_multi(ws, gate_.data, n_tokens, ys, matmul_scratch_, pool_, {silu_row, &silu});
   });
-  timed(P::Down, [&] { matmul(w.w_down, gate_.data, n_tokens, h_.data); });
   timed(P::Residual, [&] { kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d); });
 }
 

@@ -73,8 +73,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* sc
 void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) { active_table().to_fp16(x, y, n); }
 
 void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
-                  std::span<float* const> ys, void* scratch, ThreadPool& pool) {
-  matmul_multi(active_table(), ws, x, m, ys, scratch, pool);
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue) {
+  matmul_multi(active_table(), ws, x, m, ys, scratch, pool, prologue);
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {

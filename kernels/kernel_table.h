@@ -136,7 +136,7 @@ struct KernelTable {
 void matmul(const KernelTable& kt, const WeightMatrix& w, const float* x, int64_t m, float* y,
             void* scratch, ThreadPool& pool);
 void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
-                  std::span<float* const> ys, void* scratch, ThreadPool& pool);
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue = {});
 
 // Largest rot_dim rope() accepts (its angle table lives on the stack).
 constexpr int kMaxRopeDim = 1024;

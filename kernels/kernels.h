@@ -71,12 +71,22 @@ size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m);
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* scratch,
             ThreadPool& pool);
 
+// Writes activation row `row` of a matmul's input before matmul reads it (e.g. the RMSNorm
+// or SwiGLU producing it), fused into the pass that quantizes the rows for quantized weights
+// so each row is still in L1 when it is quantized. Called once per row, on any pool thread.
+struct RowPrologue {
+  void (*fn)(void* ctx, int64_t row) = nullptr;
+  void* ctx = nullptr;
+};
+
 // matmul of several weight matrices that share the input x (e.g. Q, K and V): ys[j] =
 // x W_j^T, with the activations quantized once and the work of all of them spread over the
 // pool in one pass (matrices of different types or widths run one after the other).
 // scratch: the largest matmul_scratch_bytes of them. Each ys[j] is what matmul would give.
+// prologue (optional) produces the rows of x first.
 void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
-                  std::span<float* const> ys, void* scratch, ThreadPool& pool);
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool,
+                  RowPrologue prologue = {});
 
 // ---- row operations (one row, single thread) ---------------------------------------
 // y = x / sqrt(mean(x^2) + eps) * weight     (weight may be nullptr: no scale). y may alias x.

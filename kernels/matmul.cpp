@@ -194,11 +194,16 @@ void run_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   }
 }
 
-// Quantizes the m activation rows into scratch in the format of weight type t.
-void quantize_activations(const KernelTable& kt, DType t, const float* x, int64_t m, int64_t cols, uint8_t* xq,
-                          ThreadPool& pool, bool serial) {
+// Runs the prologue on each of the m activation rows and quantizes them into scratch in the
+// format of weight type t (F32: the prologue only).
+void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t m, int64_t cols, uint8_t* xq,
+                         ThreadPool& pool, bool serial, RowPrologue prologue) {
+  const ActivationFormat format = activation_format(t);
+  if (format == ActivationFormat::F32 && !prologue.fn) return;
   auto quantize = [&](int64_t i) {
-    if (activation_format(t) == ActivationFormat::Q8) {
+    if (prologue.fn) prologue.fn(prologue.ctx, i);
+    if (format == ActivationFormat::F32) return;
+    if (format == ActivationFormat::Q8) {
       const int32_t offset = t == DType::Q8_0 ? 128 : 8;
       kt.quantize_q8(x + i * cols, cols, offset, xq + (i / kTileActs) * q8_group_bytes(cols),
                      static_cast<int>(i % kTileActs));
@@ -227,7 +232,7 @@ size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m) {
 }
 
 void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
-                  std::span<float* const> ys, void* scratch, ThreadPool& pool) {
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue) {
   assert(ws.size() == ys.size() && !ws.empty());
   if (m <= 0) return;
   // One shared activation format: the same type and width. Otherwise one matrix at a time.
@@ -240,17 +245,17 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
     work += w->rows * w->cols * m;
   }
   if (!shared) {
-    for (size_t j = 0; j < ws.size(); ++j) matmul_multi(kt, ws.subspan(j, 1), x, m, ys.subspan(j, 1), scratch, pool);
+    for (size_t j = 0; j < ws.size(); ++j) {
+      matmul_multi(kt, ws.subspan(j, 1), x, m, ys.subspan(j, 1), scratch, pool, j == 0 ? prologue : RowPrologue{});
+    }
     return;
   }
   const DType type = ws[0]->type;
   const int64_t cols = ws[0]->cols;
   const bool serial = pool.size() == 1 || work < kSerialWorkLimit;
   auto* xq = static_cast<uint8_t*>(scratch);
-  if (activation_format(type) != ActivationFormat::F32) {
-    assert(scratch != nullptr);
-    quantize_activations(kt, type, x, m, cols, xq, pool, serial);
-  }
+  assert(scratch != nullptr || activation_format(type) == ActivationFormat::F32);
+  prepare_activations(kt, type, x, m, cols, xq, pool, serial, prologue);
   const Context c{kt, x, xq, m, serial ? 1 : pool.size()};
   int64_t first_unit[kMaxJobs + 1] = {0};
   for (size_t j = 0; j < ws.size(); ++j) first_unit[j + 1] = first_unit[j] + units_of(*ws[j], c);

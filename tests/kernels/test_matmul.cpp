@@ -324,6 +324,42 @@ TEST(Matmul, MultiGivesEachMatrixItsOwnMatmul) {
   expect_same_bits(y4, run_matmul(kernels_for(active_isa()), k4, x, 3, pool), "mixed q4_k");
 }
 
+TEST(Matmul, RowPrologueRunsOnceOnEveryRowBeforeItIsRead) {
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 4;
+    const TestMatrix w = random_matrix(t, 40, cols, 8);
+    for (int64_t m : {1, 5, 64}) {
+      const std::vector<float> source = random_floats(m * cols, 9);
+      // The prologue writes row i = 2 * source row i and counts its calls.
+      struct Ctx {
+        const float* source;
+        float* x;
+        int64_t cols;
+        std::vector<int> calls;
+      } ctx{source.data(), nullptr, cols, std::vector<int>(size_t(m))};
+      std::vector<float> x(source.size(), NAN);
+      ctx.x = x.data();
+      auto double_row = [](void* p, int64_t i) {
+        auto* c = static_cast<Ctx*>(p);
+        for (int64_t k = 0; k < c->cols; ++k) c->x[i * c->cols + k] = 2 * c->source[i * c->cols + k];
+        ++c->calls[size_t(i)];
+      };
+      std::vector<float> y(size_t(m * w.rows));
+      const WeightMatrix view = w.view();
+      const WeightMatrix* ws[] = {&view};
+      float* ys[] = {y.data()};
+      AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(view, m) + 1);
+      matmul_multi(ws, x.data(), m, ys, scratch.data(), pool, {double_row, &ctx});
+      std::vector<float> doubled(source.size());
+      for (size_t k = 0; k < source.size(); ++k) doubled[k] = 2 * source[k];
+      expect_same_bits(y, run_matmul(kernels_for(active_isa()), w, doubled, m, pool),
+                       std::string(dtype_name(t)) + " m=" + std::to_string(m));
+      for (int calls : ctx.calls) ASSERT_EQ(calls, 1) << dtype_name(t);
+    }
+  }
+}
+
 TEST(Matmul, FloatWeightsWithAnyColumnCount) {
   ThreadPool pool(2);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
