@@ -8,6 +8,15 @@ namespace spillway::kernels {
 
 namespace {
 
+// Makes the compiler forget that the accumulators start out equal, so it keeps kChains
+// independent chains (identical chains would be merged into one, a latency-bound loop), and
+// the unrolled chain loops below keep every accumulator in a register.
+template <class V, int N>
+inline void hide_values(V (&acc)[N]) {
+#pragma GCC unroll 16
+  for (int k = 0; k < N; ++k) asm volatile("" : "+v"(acc[k]));
+}
+
 constexpr int kChains = 12;  // enough independent accumulators to cover latency x ports
 
 uint64_t read_avx512(const uint8_t* p, size_t n) {
@@ -25,11 +34,14 @@ uint64_t read_avx512(const uint8_t* p, size_t n) {
 uint64_t int8_avx512(int64_t iterations, int32_t* sink) {
   __m512i acc[kChains];
   for (auto& v : acc) v = _mm512_setzero_si512();
+  hide_values(acc);
   const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(3);
   for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
     for (auto& v : acc) v = _mm512_dpbusd_epi32(v, a, b);
   }
   __m512i s = acc[0];
+#pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_epi32(s, acc[k]);
   *sink = _mm512_reduce_add_epi32(s);
   return static_cast<uint64_t>(iterations) * kChains * 64;
@@ -38,12 +50,15 @@ uint64_t int8_avx512(int64_t iterations, int32_t* sink) {
 uint64_t bf16_avx512(int64_t iterations, float* sink) {
   __m512 acc[kChains];
   for (auto& v : acc) v = _mm512_setzero_ps();
+  hide_values(acc);
   const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
   const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(2e-3f), _mm512_set1_ps(2e-3f));
   for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
     for (auto& v : acc) v = _mm512_dpbf16_ps(v, a, b);
   }
   __m512 s = acc[0];
+#pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
   *sink = _mm512_reduce_add_ps(s);
   return static_cast<uint64_t>(iterations) * kChains * 32;
@@ -52,11 +67,14 @@ uint64_t bf16_avx512(int64_t iterations, float* sink) {
 uint64_t fp32_avx512(int64_t iterations, float* sink) {
   __m512 acc[kChains];
   for (auto& v : acc) v = _mm512_setzero_ps();
+  hide_values(acc);
   const __m512 a = _mm512_set1_ps(1e-3f), b = _mm512_set1_ps(0.999f);
   for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
     for (auto& v : acc) v = _mm512_fmadd_ps(a, b, v);
   }
   __m512 s = acc[0];
+#pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
   *sink = _mm512_reduce_add_ps(s);
   return static_cast<uint64_t>(iterations) * kChains * 16;
