@@ -24,6 +24,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
+#include "kernels/machine_probe.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {
@@ -80,7 +81,7 @@ const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t 
   auto first = std::make_unique<AlignedBytes>(bytes);
   const std::vector<float> values = random_floats(size_t(rows * cols), uint32_t(rows + cols));
   for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * cols, first->data + r * rb, cols);
-  if (layout == WeightLayout::Tiles16) {
+  if (layout == WeightLayout::Tiled) {
     std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
     retile_in_place(type, first->data, rows, cols, scratch.data());
   }
@@ -148,17 +149,42 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_toke
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The machine probe's DRAM read loop (with software prefetch where the ISA has one) over 512 MiB split between the pool's threads: the bound
+// the GEMV rows compare with (weight_bytes/s), measured in the same process.
+void bench_dram_read(benchmark::State& state) {
+  const size_t bytes = size_t{512} << 20;
+  static AlignedBytes buffer(bytes);
+  static bool touched = false;
+  if (!touched) {
+    pool().parallel_for(int64_t(bytes / 4096), [&](int64_t b, int64_t e) {
+      std::memset(buffer.data + b * 4096, 1, size_t(e - b) * 4096);
+    });
+    touched = true;
+  }
+  const ProbeLoops& loops = probe_loops(active_isa());
+  const auto read = loops.read_prefetch ? loops.read_prefetch : loops.read;
+  const size_t per_thread = bytes / size_t(pool().size()) / 256 * 256;
+  std::vector<uint64_t> sinks(size_t(pool().size()));
+  for (auto _ : state) {
+    pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read(buffer.data + per_thread * size_t(t), per_thread); });
+    benchmark::DoNotOptimize(sinks.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(per_thread * size_t(pool().size())),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
+  benchmark::RegisterBenchmark("dram_read/probe", bench_dram_read)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
   constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};
   for (DType type : kTypes) {
     // Q8_0 / Q4_0: the tiled layout the engine runs on (resident or streamed layers), and the
     // row-major file layout (the plain engine on the file mapping), packed on the fly.
     std::vector<WeightLayout> layouts = {WeightLayout::Rows};
-    if (has_tiled_layout(type)) layouts.insert(layouts.begin(), WeightLayout::Tiles16);
+    if (has_tiled_layout(type, 2048)) layouts.insert(layouts.begin(), WeightLayout::Tiled);
     for (WeightLayout layout : layouts) {
       const std::string type_name =
-          std::string(dtype_name(type)) + (layout == WeightLayout::Rows && has_tiled_layout(type) ? "-rows" : "");
+          std::string(dtype_name(type)) + (layout == WeightLayout::Rows && has_tiled_layout(type, 2048) ? "-rows" : "");
       for (const auto& shape : kShapes) {
         for (int64_t m : {1, 16, 64, 512}) {
           for (Isa isa : supported_isas()) {

@@ -107,8 +107,8 @@ Status WeightResidency::build_layout() {
     for (size_t i = 0; i < std::size(kLayerMatrices); ++i) {
       layer.matrices.push_back({kLayerMatrices[i], offsets[i]});
       kernels::WeightMatrix& m = layer.weights.*kLayerMatrices[i];
-      if (kernels::has_tiled_layout(m.type)) {
-        m.layout = kernels::WeightLayout::Tiles16;
+      if (kernels::has_tiled_layout(m.type, m.cols)) {
+        m.layout = kernels::WeightLayout::Tiled;
         retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
       }
     }
@@ -154,10 +154,10 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   w->output_.data = output_bytes;
   // The embeddings are looked up by row: a tied output matrix stays row-major.
   const bool tied = model.output().data == model.token_embedding().data;
-  if (!tied && kernels::has_tiled_layout(w->output_.type)) {
+  if (!tied && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
     std::vector<uint8_t> scratch(kernels::retile_scratch_bytes(w->output_.type, w->output_.cols));
     kernels::retile_in_place(w->output_.type, output_bytes, w->output_.rows, w->output_.cols, scratch.data());
-    w->output_.layout = kernels::WeightLayout::Tiles16;
+    w->output_.layout = kernels::WeightLayout::Tiled;
   }
   w->retile_scratch_.resize(w->retile_scratch_bytes_);
   w->io_retile_scratch_.resize(w->retile_scratch_bytes_);
@@ -182,7 +182,7 @@ void WeightResidency::rebase(Layer& layer, const uint8_t* buffer) const {
 void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const {
   for (const MatrixPlacement& m : layer.matrices) {
     const kernels::WeightMatrix& w = layer.weights.*(m.field);
-    if (w.layout != kernels::WeightLayout::Tiles16) continue;
+    if (w.layout != kernels::WeightLayout::Tiled) continue;
     kernels::retile_in_place(w.type, buffer + m.buffer_offset, w.rows, w.cols, scratch.data());
   }
 }

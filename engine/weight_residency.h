@@ -12,7 +12,7 @@
 // with weights (reads go through DirectReader).
 //
 // Q8_0 / Q4_0 matrices are rearranged in place into the kernels' tiled layout
-// (kernels::WeightLayout::Tiles16) once their bytes are in memory: resident layers when they
+// (kernels::WeightLayout::Tiled) once their bytes are in memory: resident layers when they
 // are loaded, streamed layers by the streamer's I/O thread after each read, the output matrix
 // (unless tied to the embeddings) at creation. The kernels give bit-identical results on both
 // layouts, so this changes speed only.

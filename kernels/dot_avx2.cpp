@@ -127,7 +127,8 @@ struct LoadBF16 {
 
 // One weight row against NX activation rows, lanes 0-7 and 8-15 of FloatDotFn's 16 in two
 // vectors.
-template <class L, int NX>
+// kMul 4: a row of a tiled group (values k..k+15 at w + 4k), cols a multiple of 16.
+template <class L, int NX, int kMul = 1>
 void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
   __m256 lo[NX], hi[NX];
   #pragma GCC unroll 16
@@ -137,7 +138,7 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
-    const __m256 w0 = L::load(w + k), w1 = L::load(w + k + 8);
+    const __m256 w0 = L::load(w + kMul * k), w1 = L::load(w + kMul * k + 8);
     #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       lo[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * xs + k), lo[i]);
@@ -161,6 +162,17 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     y[i * ys] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+}
+
+template <class L>
+void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* g = static_cast<const typename L::T*>(w);
+  for (int j = 0; j < kFloatDotW; ++j) {
+    int i = 0;
+    for (; i + 3 <= nx; i += 3) float_dot_row<L, 3, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 2) float_dot_row<L, 2, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 1) float_dot_row<L, 1, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
   }
 }
 
@@ -397,6 +409,9 @@ void add_avx2_dot_kernels(KernelTable& t) {
   t.float_dot[0] = float_dot<LoadF32>;
   t.float_dot[1] = float_dot<LoadF16>;
   t.float_dot[2] = float_dot<LoadBF16>;
+  t.float_tile_dot[0] = float_tile_dot<LoadF32>;
+  t.float_tile_dot[1] = float_tile_dot<LoadF16>;
+  t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
   t.tile_dot[0] = tile_dot<false>;
   t.tile_dot[1] = tile_dot<true>;
   t.kquant_dot[0] = Q4KDot::run;

@@ -57,7 +57,7 @@ using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int32_t offset, void* g
 // Bytes of one Q8_K activation row of `cols` values, a multiple of 64.
 size_t q8_k_row_stride(int64_t cols);
 
-// ---- row-interleaved weight tiles (WeightLayout::Tiles16: Q8_0, Q4_0) ---------------------
+// ---- row-interleaved weight tiles (WeightLayout::Tiled: Q8_0, Q4_0) ---------------------
 // kTileRows consecutive weight rows of nb blocks are stored as
 //   uint16_t d[nb][16]                 fp16 scale of block b of row r at d[b][r]
 //   uint8_t  codes[nb][G][16][4]       G = 8 (Q8_0) or 4 (Q4_0) groups of four bytes
@@ -87,6 +87,9 @@ using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb,
                            int nx, float* y, size_t ys, bool accumulate);
 
 // ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
+// Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values
+// k0..k0+15 of row r are at element (k0 * kFloatDotW + 16 r) of the group, so a group is read
+// as one sequential run. float_dot_tiled computes full groups in the same order as float_dot.
 // y[i * ys + j] = w_j . x_i for j < nw (1..kFloatDotW), i < nx (1..kFloatDotX); w_j at
 // w + j * w_stride bytes, x_i at x + i * x_stride floats. Every implementation computes each
 // output in this order: 16 lanes, lane l = fma-accumulated w[k] * x[k] over k = l (mod 16)
@@ -97,6 +100,9 @@ constexpr int kFloatDotW = 4;
 constexpr int kFloatDotX = 6;
 using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride,
                             int nx, int64_t cols, float* y, size_t ys);
+// One tiled group of kFloatDotW rows at w (cols a multiple of 16) against nx activation rows.
+using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
+                                size_t ys);
 
 // ---- K-quant weights (Q4_K / Q6_K) x Q8_K activations ----------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.
@@ -114,6 +120,7 @@ struct KernelTable {
   QuantizeQ8Fn quantize_q8 = nullptr;             // n multiple of 32
   QuantizeActivationsFn quantize_q8_K = nullptr;  // n multiple of 256
   FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
+  FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   DotRowsFn kquant_dot[2] = {};                   // Q4_K, Q6_K
 

@@ -35,9 +35,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // ---- matrix multiply ----------------------------------------------------------------
 // How a weight matrix's bytes are arranged.
 enum class WeightLayout : uint8_t {
-  Rows,     // as stored in a model file: row r at data + r * row_bytes(type, cols)
-  Tiles16,  // Q8_0 / Q4_0 only: row-interleaved tiles of 16 rows, the remaining rows
-            // row-major after them; the same number of bytes (kernels/kernel_table.h)
+  Rows,   // as stored in a model file: row r at data + r * row_bytes(type, cols)
+  Tiled,  // the type's row-interleaved tiles (kernels/kernel_table.h): Q8_0 / Q4_0 tiles of
+          // 16 rows, F32 / F16 / BF16 groups of 4 rows interleaved every 16 values; the rows
+          // after the last full tile stay row-major after the tiles. Same number of bytes.
 };
 
 // A weight matrix: `rows` rows of `cols` elements each. cols is a multiple of
@@ -50,13 +51,14 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::Rows;
 };
 
-// True for the types with a Tiles16 layout (Q8_0, Q4_0): the ones matmul runs fastest on
-// once retiled (prefill, batched decode and decode all read the tiles directly).
-bool has_tiled_layout(DType t);
+// True when a matrix of type t and width cols has a Tiled layout (Q8_0, Q4_0; F32, F16,
+// BF16 when cols is a multiple of 16). matmul streams tiles as one sequential run of memory
+// (decode) and reads them with fewer cache misses (prefill, batched decode).
+bool has_tiled_layout(DType t, int64_t cols);
 // Scratch bytes retile_in_place needs for rows of `cols` elements of type t.
 size_t retile_scratch_bytes(DType t, int64_t cols);
-// Rewrites `rows` row-major rows of type t at data into the Tiles16 layout in place (the byte
-// count is unchanged). t must have a tiled layout. scratch: retile_scratch_bytes(t, cols).
+// Rewrites `rows` row-major rows of type t at data into the Tiled layout in place (the byte
+// count is unchanged). has_tiled_layout(t, cols) must hold. scratch: retile_scratch_bytes.
 // Single-threaded, no allocation.
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch);
 

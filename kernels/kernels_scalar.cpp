@@ -94,12 +94,13 @@ struct WidenBF16 {
   static float get(const uint16_t* p) { return bf16_to_fp32(*p); }
 };
 
-template <class L>
-float dot_float_lanes(const typename L::T* w, const float* x, int64_t cols) {
+// w_at(k): weight k of the row, widened.
+template <class WeightAt>
+float dot_float_lanes(WeightAt w_at, const float* x, int64_t cols) {
   float lane[16] = {};
   const int64_t padded = (cols + 15) / 16 * 16;
   for (int64_t k = 0; k < padded; ++k) {
-    const float wk = k < cols ? L::get(w + k) : 0.0f;
+    const float wk = k < cols ? w_at(k) : 0.0f;
     const float xk = k < cols ? x[k] : 0.0f;
     lane[k % 16] = std::fma(wk, xk, lane[k % 16]);
   }
@@ -115,7 +116,19 @@ void float_dot(const void* w, size_t w_stride, int nw, const float* x, size_t x_
                int64_t cols, float* y, size_t ys) {
   for (int j = 0; j < nw; ++j) {
     const auto* wr = reinterpret_cast<const typename L::T*>(static_cast<const uint8_t*>(w) + j * w_stride);
-    for (int i = 0; i < nx; ++i) y[i * ys + j] = dot_float_lanes<L>(wr, x + i * x_stride, cols);
+    for (int i = 0; i < nx; ++i) {
+      y[i * ys + j] = dot_float_lanes([&](int64_t k) { return L::get(wr + k); }, x + i * x_stride, cols);
+    }
+  }
+}
+
+// A tiled group of kFloatDotW rows: row j's values gathered, then float_dot's order.
+template <class L>
+void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* g = static_cast<const typename L::T*>(w);
+  for (int j = 0; j < kFloatDotW; ++j) {
+    auto w_at = [&](int64_t k) { return L::get(g + (k / 16) * 16 * kFloatDotW + 16 * j + k % 16); };
+    for (int i = 0; i < nx; ++i) y[i * ys + j] = dot_float_lanes(w_at, x + i * x_stride, cols);
   }
 }
 
@@ -295,6 +308,9 @@ constexpr KernelTable make_scalar_table() {
   t.float_dot[0] = float_dot<WidenF32>;
   t.float_dot[1] = float_dot<WidenF16>;
   t.float_dot[2] = float_dot<WidenBF16>;
+  t.float_tile_dot[0] = float_tile_dot<WidenF32>;
+  t.float_tile_dot[1] = float_tile_dot<WidenF16>;
+  t.float_tile_dot[2] = float_tile_dot<WidenBF16>;
   t.tile_dot[0] = tile_dot<DType::Q8_0>;
   t.tile_dot[1] = tile_dot<DType::Q4_0>;
   t.kquant_dot[0] = dot_q4_k;

@@ -80,7 +80,7 @@ uint64_t fp32_avx2(int64_t iterations, float* sink) {
 }  // namespace
 
 const ProbeLoops& probe_loops_avx2() {
-  static const ProbeLoops loops = {read_avx2, int8_avx2, nullptr, fp32_avx2};
+  static const ProbeLoops loops = {read_avx2, nullptr, int8_avx2, nullptr, fp32_avx2};
   return loops;
 }
 

@@ -31,6 +31,20 @@ uint64_t read_avx512(const uint8_t* p, size_t n) {
   return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
 }
 
+uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
+  constexpr size_t kAhead = 2048;
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    for (size_t o = 0; o < 256; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + o), _MM_HINT_T0);
+    a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
+    b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
+    c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 128));
+    d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
+  }
+  const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
+}
+
 uint64_t int8_avx512(int64_t iterations, int32_t* sink) {
   __m512i acc[kChains];
   for (auto& v : acc) v = _mm512_setzero_si512();
@@ -83,7 +97,7 @@ uint64_t fp32_avx512(int64_t iterations, float* sink) {
 }  // namespace
 
 const ProbeLoops& probe_loops_avx512() {
-  static const ProbeLoops loops = {read_avx512, int8_avx512, bf16_avx512, fp32_avx512};
+  static const ProbeLoops loops = {read_avx512, read_prefetch_avx512, int8_avx512, bf16_avx512, fp32_avx512};
   return loops;
 }
 

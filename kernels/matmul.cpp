@@ -35,6 +35,38 @@ int64_t items_per_unit(int64_t n, int threads, int64_t per_thread, int64_t max_i
   return std::clamp<int64_t>(n / (int64_t(threads) * per_thread), 1, max_items);
 }
 
+// Runs fn(u) for u in [0, n_units) on the pool's threads. Thread t owns the contiguous
+// range [n t / T, n (t + 1) / T) and walks it in order (one sequential stream through the
+// weights, which the hardware prefetchers follow); a thread done with its range takes units
+// from the others' ranges, so a descheduled thread does not hold the step up.
+template <class Fn>
+void run_split(ThreadPool& pool, int64_t n_units, Fn&& fn) {
+  constexpr int kMaxRanges = 64;
+  const int n_threads = pool.size();
+  if (n_threads > kMaxRanges) {
+    std::atomic<int64_t> next{0};
+    pool.run_on_all([&](int) {
+      for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) fn(u);
+    });
+    return;
+  }
+  struct alignas(64) Range {
+    std::atomic<int64_t> next;
+    int64_t end;
+  };
+  Range ranges[kMaxRanges];
+  for (int t = 0; t < n_threads; ++t) {
+    ranges[t].next.store(n_units * t / n_threads, std::memory_order_relaxed);
+    ranges[t].end = n_units * (t + 1) / n_threads;
+  }
+  pool.run_on_all([&](int thread) {
+    for (int k = 0; k < n_threads; ++k) {
+      Range& r = ranges[(thread + k) % n_threads];
+      for (int64_t u; (u = r.next.fetch_add(1, std::memory_order_relaxed)) < r.end;) fn(u);
+    }
+  });
+}
+
 // Everything one unit of work needs: the kernels, the shared activations, the shape.
 struct Context {
   const KernelTable& kt;
@@ -52,17 +84,25 @@ int64_t float_rows_per_unit(const WeightMatrix& w, const Context& c) {
 }
 
 void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
-  const FloatDotFn dot = c.kt.float_dot[dot_kind(w.type).index];
+  const int index = dot_kind(w.type).index;
+  const FloatDotFn dot = c.kt.float_dot[index];
+  const FloatTileDotFn tile_dot = c.kt.float_tile_dot[index];
   const int64_t rows = w.rows, cols = w.cols;
   const size_t rb = size_t(row_bytes(w.type, cols));
   const auto* wdata = static_cast<const uint8_t*>(w.data);
+  // Tiled: groups of kFloatDotW rows up to here, the rest row-major.
+  const int64_t tiled_rows = w.layout == WeightLayout::Tiled ? rows / kFloatDotW * kFloatDotW : 0;
   const int64_t per_unit = float_rows_per_unit(w, c);
   const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
   for (int64_t i = 0; i < c.m; i += kFloatDotX) {
     const int nx = static_cast<int>(std::min<int64_t>(kFloatDotX, c.m - i));
     for (int64_t j = r0; j < r1; j += kFloatDotW) {
       const int nw = static_cast<int>(std::min<int64_t>(kFloatDotW, r1 - j));
-      dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+      if (j < tiled_rows) {
+        tile_dot(wdata + j * rb, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+      } else {
+        dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+      }
     }
   }
 }
@@ -89,7 +129,7 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   if (u < n_tile_units) {
     const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
     const int n_tiles = static_cast<int>(t1 - t0);
-    if (w.layout == WeightLayout::Tiles16) {
+    if (w.layout == WeightLayout::Tiled) {
       for (int64_t i = 0; i < m; i += kTileActs) {
         const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
         const Q8Group xg = q8_group(c.xq + (i / kTileActs) * group_bytes, cols);
@@ -240,7 +280,7 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
   int64_t work = 0;
   for (const WeightMatrix* w : ws) {
     assert(w->cols % block_elems(w->type) == 0);
-    assert(w->layout == WeightLayout::Rows || has_tiled_layout(w->type));
+    assert(w->layout == WeightLayout::Rows || has_tiled_layout(w->type, w->cols));
     shared = shared && w->type == ws[0]->type && w->cols == ws[0]->cols;
     work += w->rows * w->cols * m;
   }
@@ -269,14 +309,7 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
     for (int64_t u = 0; u < n_units; ++u) run(u);
     return;
   }
-  std::atomic<int64_t> next{0};
-  pool.run_on_all([&](int) {
-    for (;;) {
-      const int64_t u = next.fetch_add(1, std::memory_order_relaxed);
-      if (u >= n_units) return;
-      run(u);
-    }
-  });
+  run_split(pool, n_units, run);
 }
 
 void matmul(const KernelTable& kt, const WeightMatrix& w, const float* x, int64_t m, float* y,

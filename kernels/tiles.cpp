@@ -1,6 +1,6 @@
-// The Tiles16 weight layout of Q8_0 / Q4_0 (kernel_table.h) and the Q8 activation-row
-// layout its dot kernels read: offsets, packing of row-major rows into tiles (on the fly by
-// matmul, in place by retile_in_place when weights are loaded).
+// The Tiled weight layouts (kernel_table.h) and the Q8 activation groups the Q8_0 / Q4_0 tile
+// kernels read: offsets, packing of row-major rows into tiles (on the fly by matmul, in place
+// by retile_in_place when weights are loaded).
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -39,7 +39,16 @@ Q8Group q8_group(const void* group, int64_t n, int64_t b0) {
 
 size_t q8_k_row_stride(int64_t cols) { return (size_t(cols / kQK_K) * sizeof(BlockQ8_K) + 63) & ~size_t{63}; }
 
-bool has_tiled_layout(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool has_tiled_layout(DType t, int64_t cols) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0: return true;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return cols % 16 == 0;
+    default: return false;
+  }
+}
 
 int tile_groups(DType t) {
   switch (t) {
@@ -53,7 +62,7 @@ size_t tile_block_code_bytes(DType t) { return size_t(kTileRows) * 4 * tile_grou
 
 void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64_t b0, int64_t nbc,
                uint16_t* wd, uint8_t* codes) {
-  assert(has_tiled_layout(t) && n_rows >= 0 && n_rows <= kTileRows);
+  assert(tile_groups(t) > 0 && n_rows >= 0 && n_rows <= kTileRows);
   const int groups = tile_groups(t);
   const size_t block_bytes = size_t(kernels::block_bytes(t));
   const size_t code_bytes = tile_block_code_bytes(t);
@@ -80,12 +89,28 @@ void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64
 }
 
 size_t retile_scratch_bytes(DType t, int64_t cols) {
-  return has_tiled_layout(t) ? size_t(kTileRows) * size_t(row_bytes(t, cols)) : 0;
+  if (!has_tiled_layout(t, cols)) return 0;
+  return size_t(tile_groups(t) > 0 ? kTileRows : kFloatDotW) * size_t(row_bytes(t, cols));
 }
 
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch) {
-  assert(has_tiled_layout(t));
+  assert(has_tiled_layout(t, cols));
   const size_t rb = size_t(row_bytes(t, cols));
+  if (tile_groups(t) == 0) {  // float weights: groups of kFloatDotW rows, 16 values at a time
+    const size_t chunk = 16 * size_t(block_bytes(t));
+    auto* base = static_cast<uint8_t*>(data);
+    auto* copy = static_cast<uint8_t*>(scratch);
+    for (int64_t r0 = 0; r0 + kFloatDotW <= rows; r0 += kFloatDotW) {
+      uint8_t* group = base + r0 * rb;
+      std::memcpy(copy, group, kFloatDotW * rb);
+      for (int64_t c = 0; c < cols / 16; ++c) {
+        for (int r = 0; r < kFloatDotW; ++r) {
+          std::memcpy(group + (c * kFloatDotW + r) * chunk, copy + r * rb + c * chunk, chunk);
+        }
+      }
+    }
+    return;
+  }
   const int64_t nb = cols / block_elems(t);
   auto* base = static_cast<uint8_t*>(data);
   auto* copy = static_cast<uint8_t*>(scratch);

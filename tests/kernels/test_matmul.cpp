@@ -231,21 +231,23 @@ TiledCopy tiled_copy(const TestMatrix& w) {
   std::vector<uint8_t> scratch(retile_scratch_bytes(w.type, w.cols));
   retile_in_place(w.type, c.bytes.data(), w.rows, w.cols, scratch.data());
   c.view.data = c.bytes.data();
-  c.view.layout = WeightLayout::Tiles16;
+  c.view.layout = WeightLayout::Tiled;
   return c;
 }
 
 TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
-    for (DType t : {DType::Q8_0, DType::Q4_0}) {
-      // Full tiles only, a tail of 5 rows, fewer rows than one tile; 1, 2, 35 and 40 blocks
-      // (more than one on-the-fly packing chunk).
-      for (int64_t rows : {int64_t{32}, int64_t{37}, int64_t{11}, int64_t{80}}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16}) {
+      // Full tiles only, a tail of 5 rows, fewer rows than one tile; 1, 2, 35 and 40 blocks of
+      // 32 (more than one on-the-fly packing chunk for Q8_0 / Q4_0).
+      for (int64_t rows : {int64_t{32}, int64_t{37}, int64_t{11}, int64_t{3}, int64_t{80}}) {
         for (int64_t cols : {int64_t{32}, int64_t{64}, int64_t{32 * 35}, int64_t{32 * 40}}) {
+          ASSERT_TRUE(has_tiled_layout(t, cols));
           const TestMatrix w = random_matrix(t, rows, cols, uint32_t(rows * cols));
           const TiledCopy tiled = tiled_copy(w);
-          if (rows >= kTileRows) {
+          const int64_t tile_rows = tile_groups(t) > 0 ? kTileRows : kFloatDotW;
+          if (rows >= tile_rows) {
             EXPECT_NE(tiled.bytes, w.bytes);
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
@@ -265,6 +267,9 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
       }
     }
   }
+  // Float rows whose width is not a multiple of 16 have no tiled layout.
+  EXPECT_FALSE(has_tiled_layout(DType::F16, 100));
+  EXPECT_FALSE(has_tiled_layout(DType::Q4_K, 256));
 }
 
 TEST(Matmul, ARowsResultDoesNotDependOnTheOtherRows) {
