@@ -186,14 +186,15 @@ void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int 
   }
 }
 
-// scores[r][t0 + i] = scale * (q_r . K[t0 + i]) for NR rows and the 16 keys in kt.
-template <int NR>
-void score_rows(const float* const* q, const float* kt, int head_dim, float scale, float* const* scores, int64_t t0) {
+// scores[r][t0 + i] = scale * (q_r . K[t0 + i]) for NR rows and 16 keys; keys(d): dim d of
+// the 16 keys as one vector.
+template <int NR, class Keys>
+void score_rows(const float* const* q, Keys keys, int head_dim, float scale, float* const* scores, int64_t t0) {
   __m512 acc[NR];
 #pragma GCC unroll 16
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   for (int d = 0; d < head_dim; ++d) {
-    const __m512 kd = _mm512_load_ps(kt + d * 16);
+    const __m512 kd = keys(d);
 #pragma GCC unroll 16
     for (int r = 0; r < NR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d]), kd, acc[r]);
   }
@@ -224,24 +225,28 @@ void weighted_values(const KvView& v, int h, int head_dim, const float* const* p
     max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
   }
   alignas(64) float gathered[16 * NV];
-  for (int64_t t = 0; t < max_ctx; ++t) {
-    const T* row = data + int64_t(v.block_table[t / bs]) * v.block_stride + (t % bs) * v.token_stride +
-                   int64_t(h) * v.head_stride;
-    __m512 vv[NV];
-    if (v.dim_stride == 1) {
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
+    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
+    const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t t = t0 + i;
+      const T* row = block + i * v.token_stride;
+      __m512 vv[NV];
+      if (v.dim_stride == 1) {
 #pragma GCC unroll 16
-      for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
-    } else {
-      for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < head_dim ? L::one(row + d * v.dim_stride) : 0.0f;
+        for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
+      } else {
+        for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < head_dim ? L::one(row + d * v.dim_stride) : 0.0f;
 #pragma GCC unroll 16
-      for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
-    }
+        for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
+      }
 #pragma GCC unroll 16
-    for (int r = 0; r < NR; ++r) {
-      if (t >= min_ctx && t >= n_ctx[r]) continue;
-      const __m512 pr = _mm512_set1_ps(p[r][t]);
+      for (int r = 0; r < NR; ++r) {
+        if (t >= min_ctx && t >= n_ctx[r]) continue;
+        const __m512 pr = _mm512_set1_ps(p[r][t]);
 #pragma GCC unroll 16
-      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -257,6 +262,14 @@ void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const
   constexpr int kRows = NV >= 24 ? 1 : 24 / NV;
   int r = 0;
   for (; r + kRows <= n_rows; r += kRows) weighted_values<L, NV, kRows>(v, h, head_dim, p + r, n_ctx + r, out + r);
+  if (kRows > 4 && n_rows - r >= 4) {
+    weighted_values<L, NV, (kRows > 4 ? 4 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    r += 4;
+  }
+  if (kRows > 2 && n_rows - r >= 2) {
+    weighted_values<L, NV, (kRows > 2 ? 2 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    r += 2;
+  }
   for (; r < n_rows; ++r) weighted_values<L, NV, 1>(v, h, head_dim, p + r, n_ctx + r, out + r);
 }
 
@@ -280,20 +293,32 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     n_ctx[r] = pos0 + j + 1;
   }
   alignas(64) float kt[kMaxSimdHeadDim * 16];
+  const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
+  using T = typename L::T;
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
     const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    if (keys_in_place && n_rows == 8) {
+      // The 16 keys are consecutive in one block (t0 % 16 == 0): read each dim directly.
+      const T* base = static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride +
+                      t0 % k.block_size + int64_t(kv_head) * k.head_stride;
+      const __mmask16 m = tail_mask(cnt);
+      const int64_t ds = k.dim_stride;
+      score_rows<8>(qr, [&](int d) { return L::load(base + d * ds, m); }, head_dim, scale, sr, t0);
+      continue;
+    }
     load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
+    auto keys = [&](int d) { return _mm512_load_ps(kt + d * 16); };
     int r = 0;
-    for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, kt, head_dim, scale, sr + r, t0);
+    for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, keys, head_dim, scale, sr + r, t0);
     if (n_rows - r >= 4) {
-      score_rows<4>(qr + r, kt, head_dim, scale, sr + r, t0);
+      score_rows<4>(qr + r, keys, head_dim, scale, sr + r, t0);
       r += 4;
     }
     if (n_rows - r >= 2) {
-      score_rows<2>(qr + r, kt, head_dim, scale, sr + r, t0);
+      score_rows<2>(qr + r, keys, head_dim, scale, sr + r, t0);
       r += 2;
     }
-    if (n_rows - r >= 1) score_rows<1>(qr + r, kt, head_dim, scale, sr + r, t0);
+    if (n_rows - r >= 1) score_rows<1>(qr + r, keys, head_dim, scale, sr + r, t0);
   }
   for (int r = 0; r < n_rows; ++r) softmax_avx512(sr[r], n_ctx[r]);
   const float* const* pr = sr;
