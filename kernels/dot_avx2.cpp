@@ -206,14 +206,14 @@ void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int 
 // Activation rows i0..i0 + NX - 1 of the group x.
 template <bool kQ4, int NX>
 void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int i0, float* y,
-                    size_t ys, bool accumulate) {
+                    size_t ys, int flags) {
   constexpr int kGroups = kQ4 ? 4 : 8;
   constexpr size_t kCodeBytes = size_t(64) * kGroups;
   __m256 flo[NX], fhi[NX];
   #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) {
-    flo[i] = accumulate ? _mm256_loadu_ps(y + i * ys) : _mm256_setzero_ps();
-    fhi[i] = accumulate ? _mm256_loadu_ps(y + i * ys + 8) : _mm256_setzero_ps();
+    flo[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys) : _mm256_setzero_ps();
+    fhi[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys + 8) : _mm256_setzero_ps();
   }
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(char(0x80));
   for (int64_t b = 0; b < nb; ++b) {
@@ -275,10 +275,10 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
 
 template <bool kQ4>
 void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y, size_t ys,
-              bool accumulate) {
+              int flags) {
   int i = 0;
-  for (; i + 2 <= nx; i += 2) tile_dot_block<kQ4, 2>(wd, codes, nb, x, i, y + i * ys, ys, accumulate);
-  if (i < nx) tile_dot_block<kQ4, 1>(wd, codes, nb, x, i, y + i * ys, ys, accumulate);
+  for (; i + 2 <= nx; i += 2) tile_dot_block<kQ4, 2>(wd, codes, nb, x, i, y + i * ys, ys, flags);
+  if (i < nx) tile_dot_block<kQ4, 1>(wd, codes, nb, x, i, y + i * ys, ys, flags);
 }
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------

@@ -168,19 +168,19 @@ void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int 
 
 template <bool kQ4, int NX>
 void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
-                    bool accumulate) {
+                    int flags) {
   constexpr int kGroups = kQ4 ? 4 : 8;
   constexpr size_t kCodeBytes = size_t(64) * kGroups;
   __m512 facc[NX];
 #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) facc[i] = accumulate ? _mm512_loadu_ps(y + i * ys) : _mm512_setzero_ps();
+  for (int i = 0; i < NX; ++i) facc[i] = (flags & kTileAccumulate) ? _mm512_loadu_ps(y + i * ys) : _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F);
   const int32_t* q4 = x.q4;
   const float* xd = x.d;
   const int32_t* corr = x.corr;
   for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
     const uint8_t* c = codes + b * kCodeBytes;
-    if (NX <= 2) {  // streaming the weights once (decode): fetch ahead of the hardware prefetcher
+    if (flags & kTileStream) {  // weights from memory: fetch ahead of the hardware prefetcher
 #pragma GCC unroll 16
       for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + kPrefetchBytes + o), _MM_HINT_T0);
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wd + (b + kPrefetchBytes / kCodeBytes) * kTileRows), _MM_HINT_T0);
@@ -221,17 +221,17 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
 
 template <bool kQ4>
 void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y, size_t ys,
-              bool accumulate) {
+              int flags) {
   static_assert(kTileActs == 8 && kTileRows == 16);
   switch (nx) {
-    case 1: return tile_dot_block<kQ4, 1>(wd, codes, nb, x, y, ys, accumulate);
-    case 2: return tile_dot_block<kQ4, 2>(wd, codes, nb, x, y, ys, accumulate);
-    case 3: return tile_dot_block<kQ4, 3>(wd, codes, nb, x, y, ys, accumulate);
-    case 4: return tile_dot_block<kQ4, 4>(wd, codes, nb, x, y, ys, accumulate);
-    case 5: return tile_dot_block<kQ4, 5>(wd, codes, nb, x, y, ys, accumulate);
-    case 6: return tile_dot_block<kQ4, 6>(wd, codes, nb, x, y, ys, accumulate);
-    case 7: return tile_dot_block<kQ4, 7>(wd, codes, nb, x, y, ys, accumulate);
-    default: return tile_dot_block<kQ4, 8>(wd, codes, nb, x, y, ys, accumulate);
+    case 1: return tile_dot_block<kQ4, 1>(wd, codes, nb, x, y, ys, flags);
+    case 2: return tile_dot_block<kQ4, 2>(wd, codes, nb, x, y, ys, flags);
+    case 3: return tile_dot_block<kQ4, 3>(wd, codes, nb, x, y, ys, flags);
+    case 4: return tile_dot_block<kQ4, 4>(wd, codes, nb, x, y, ys, flags);
+    case 5: return tile_dot_block<kQ4, 5>(wd, codes, nb, x, y, ys, flags);
+    case 6: return tile_dot_block<kQ4, 6>(wd, codes, nb, x, y, ys, flags);
+    case 7: return tile_dot_block<kQ4, 7>(wd, codes, nb, x, y, ys, flags);
+    default: return tile_dot_block<kQ4, 8>(wd, codes, nb, x, y, ys, flags);
   }
 }
 

@@ -76,15 +76,18 @@ void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64
                uint16_t* wd, uint8_t* codes);
 
 // The tile dot: for weight row r < 16 and activation row i < nx (1..kTileActs) of a group:
-//   acc = accumulate ? y[i * ys + r] : 0
+//   acc = (flags & kTileAccumulate) ? y[i * ys + r] : 0
 //   for b < nb: acc = fma(d_w[b][r] * d_x[b][i], float(isum[b][r][i]), acc)
 //   y[i * ys + r] = acc
 // isum is the exact integer block dot. This per-output order is the contract of every
 // implementation of Q8_0 / Q4_0 weights (tiled or row-major, any ISA, any m), so results
 // are bit-identical between them. wd / codes: a tile's arrays advanced to block b0, x the
-// group at the same block.
+// group at the same block. kTileStream: the tile is read from memory for the first time
+// (the kernel prefetches ahead); it changes no result.
+constexpr int kTileAccumulate = 1;
+constexpr int kTileStream = 2;
 using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x,
-                           int nx, float* y, size_t ys, bool accumulate);
+                           int nx, float* y, size_t ys, int flags);
 
 // ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
 // Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values

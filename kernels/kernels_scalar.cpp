@@ -136,11 +136,11 @@ void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int6
 
 template <DType T>
 void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y,
-              size_t ys, bool accumulate) {
+              size_t ys, int flags) {
   const size_t code_bytes = tile_block_code_bytes(T);
   for (int i = 0; i < nx; ++i) {
     for (int r = 0; r < kTileRows; ++r) {
-      float acc = accumulate ? y[i * ys + r] : 0.0f;
+      float acc = (flags & kTileAccumulate) ? y[i * ys + r] : 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         int8_t q[kQK8_0];  // row i's quants of block b
         for (int k = 0; k < 8; ++k) std::memcpy(q + 4 * k, &x.q4[(b * 8 + k) * kTileActs + i], 4);

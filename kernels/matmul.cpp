@@ -28,6 +28,8 @@ constexpr int kMaxTilesPerUnit = 4;
 // weights at d = 2048, an L2-resident block).
 constexpr int64_t kFloatRowsPerUnit = 32;
 constexpr int kMaxJobs = 4;
+// Up to this many activation rows, a tile is swept by all of them before the next tile.
+constexpr int64_t kFewActivationRows = 4 * kTileActs;
 
 // Units for n items split over threads: about `per_thread` units per thread, each at most
 // max_items and at least 1 item.
@@ -130,13 +132,20 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
     const int n_tiles = static_cast<int>(t1 - t0);
     if (w.layout == WeightLayout::Tiled) {
-      for (int64_t i = 0; i < m; i += kTileActs) {
+      auto tile_group = [&](int t, int64_t i) {
         const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
-        const Q8Group xg = q8_group(c.xq + (i / kTileActs) * group_bytes, cols);
+        const uint8_t* tile = wdata + (t0 + t) * kTileRows * rb;
+        dot(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb,
+            q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx, y + i * rows + (t0 + t) * kTileRows,
+            size_t(rows), i == 0 ? kTileStream : 0);
+      };
+      if (m <= kFewActivationRows) {  // batched decode: each tile read once from DRAM, reused from L1
         for (int t = 0; t < n_tiles; ++t) {
-          const uint8_t* tile = wdata + (t0 + t) * kTileRows * rb;
-          dot(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb, xg, nx,
-              y + i * rows + (t0 + t) * kTileRows, size_t(rows), false);
+          for (int64_t i = 0; i < m; i += kTileActs) tile_group(t, i);
+        }
+      } else {  // prefill: each activation group stays in L1 across the unit's tiles (in L2)
+        for (int64_t i = 0; i < m; i += kTileActs) {
+          for (int t = 0; t < n_tiles; ++t) tile_group(t, i);
         }
       }
       return;
@@ -154,7 +163,8 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
         const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
         const Q8Group xg = q8_group(c.xq + (i / kTileActs) * group_bytes, cols, b0);
         for (int t = 0; t < n_tiles; ++t) {
-          dot(wd[t], codes[t], nbc, xg, nx, y + i * rows + (t0 + t) * kTileRows, size_t(rows), b0 > 0);
+          dot(wd[t], codes[t], nbc, xg, nx, y + i * rows + (t0 + t) * kTileRows, size_t(rows),
+              b0 > 0 ? kTileAccumulate : 0);
         }
       }
     }
@@ -172,7 +182,8 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     for (int64_t b0 = 0; b0 < nb; b0 += kPackBlocks) {
       const int64_t nbc = std::min(kPackBlocks, nb - b0);
       pack_tile(w.type, tail, rb, tail_rows, b0, nbc, wd, codes);
-      dot(wd, codes, nbc, q8_group(c.xq + (i / kTileActs) * group_bytes, cols, b0), nx, out, kTileRows, b0 > 0);
+      dot(wd, codes, nbc, q8_group(c.xq + (i / kTileActs) * group_bytes, cols, b0), nx, out, kTileRows,
+          b0 > 0 ? kTileAccumulate : 0);
     }
     for (int a = 0; a < nx; ++a) {
       for (int r = 0; r < tail_rows; ++r) y[(i + a) * rows + full_tiles * kTileRows + r] = out[a * kTileRows + r];
