@@ -7,8 +7,9 @@
 // matmul at TinyLlama shapes (2048x2048 attention projections, 5632x2048 MLP up/gate) for
 // every ISA this CPU runs, every weight type (Q8_0 / Q4_0 in the tiled layout the engine
 // runs on, and row-major as "Q8_0-rows"), m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar table
-// only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
-// at most 8) are cycled so GEMV streams from DRAM rather than from the last-level cache.
+// only up to 16, it is slow). Copies of each weight matrix (512 MiB in all, as the probe's
+// buffer, at most 64) are cycled so GEMV streams from DRAM rather than from the last-level
+// cache.
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
 // Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
 // head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
@@ -85,7 +86,7 @@ const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t 
     std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
     retile_in_place(type, first->data, rows, cols, scratch.data());
   }
-  const size_t n_copies = std::min<size_t>(8, std::max<size_t>(1, (size_t{128} << 20) / bytes));
+  const size_t n_copies = std::min<size_t>(64, std::max<size_t>(1, (size_t{512} << 20) / bytes));
   set.copies.push_back(std::move(first));
   while (set.copies.size() < n_copies) {
     auto copy = std::make_unique<AlignedBytes>(bytes);

@@ -185,34 +185,48 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
       for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + kPrefetchBytes + o), _MM_HINT_T0);
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wd + (b + kPrefetchBytes / kCodeBytes) * kTileRows), _MM_HINT_T0);
     }
-    __m512i acc[NX];
+    // kChains partial sums per activation row (integers: their order cannot matter), so a
+    // block's vpdpbusd are not one dependent chain when few rows share the weights.
+    constexpr int kChains = NX >= 4 ? 1 : (NX == 1 ? 4 : 2);
+    __m512i acc[kChains][NX];
 #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) acc[i] = _mm512_set1_epi32(corr[i]);
+    for (int i = 0; i < NX; ++i) {
+      acc[0][i] = _mm512_set1_epi32(corr[i]);
+#pragma GCC unroll 4
+      for (int k = 1; k < kChains; ++k) acc[k][i] = _mm512_setzero_si512();
+    }
     if constexpr (kQ4) {
 #pragma GCC unroll 16
       for (int g = 0; g < 4; ++g) {
         const __m512i raw = _mm512_loadu_si512(c + 64 * g);
         const __m512i lo = _mm512_and_si512(raw, low);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+        const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
 #pragma GCC unroll 16
         for (int i = 0; i < NX; ++i) {
-          acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(q4[g * kTileActs + i]));
-          acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs + i]));
+          acc[klo][i] = _mm512_dpbusd_epi32(acc[klo][i], lo, _mm512_set1_epi32(q4[g * kTileActs + i]));
+          acc[khi][i] = _mm512_dpbusd_epi32(acc[khi][i], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs + i]));
         }
       }
     } else {
 #pragma GCC unroll 16
       for (int g = 0; g < 8; ++g) {
         const __m512i w = _mm512_loadu_si512(c + 64 * g);
+        const int kc = g % kChains;
 #pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], w, _mm512_set1_epi32(q4[g * kTileActs + i]));
+        for (int i = 0; i < NX; ++i) acc[kc][i] = _mm512_dpbusd_epi32(acc[kc][i], w, _mm512_set1_epi32(q4[g * kTileActs + i]));
       }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 4
+      for (int k = 1; k < kChains; ++k) acc[0][i] = _mm512_add_epi32(acc[0][i], acc[k][i]);
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kTileRows)));
 #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i]));
-      facc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(acc[i]), facc[i]);
+      facc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(acc[0][i]), facc[i]);
     }
   }
 #pragma GCC unroll 16
