@@ -36,33 +36,28 @@ int64_t KvCache::bytes_per_token(int32_t n_layers, int32_t n_kv_heads, int32_t h
   return 2 * int64_t{n_layers} * n_kv_heads * head_dim * element_bytes(type);
 }
 
-uint8_t* KvCache::row(uint8_t* base, int32_t layer, std::span<const int32_t> block_table,
-                      int64_t position) const {
+void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
+                    const float* k, const float* v) {
   const int64_t block_index = position / block_size_;
   assert(block_index < static_cast<int64_t>(block_table.size()));
   const int32_t block = block_table[block_index];
   assert(block >= 0 && block < n_blocks_);
-  const int64_t elem = layer * layer_elems_ +
-                       (int64_t{block} * block_size_ + position % block_size_) * token_elems_;
-  return base + elem * elem_bytes_;
-}
-
-void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
-                    const float* k, const float* v) {
-  uint8_t* v_row = row(v_.get(), layer, block_table, position);
-  // K: element (head h, dim d) of the token at block row r is at
-  // block start + (h * head_dim + d) * block_size + r, i.e. index i = h * head_dim + d.
-  const int64_t block_index = position / block_size_;
-  assert(block_index < static_cast<int64_t>(block_table.size()));
-  const int64_t k_first = layer * layer_elems_ + int64_t{block_table[block_index]} * block_size_ * token_elems_ +
-                          position % block_size_;
+  const int64_t block_first = layer * layer_elems_ + int64_t{block} * block_size_ * token_elems_;
+  const int64_t r = position % block_size_;
+  // K: element (head h, dim d) of block row r at block start + (h * head_dim + d) * block_size
+  // + r, i.e. index i = h * head_dim + d. V: head h's row at block start + (h * block_size +
+  // r) * head_dim.
+  const int64_t k_first = block_first + r;
+  const int64_t head_elems = int64_t{block_size_} * head_dim_;
   if (type_ == kernels::DType::F32) {
-    std::memcpy(v_row, v, token_elems_ * sizeof(float));
+    auto* v32 = reinterpret_cast<float*>(v_.get()) + block_first + r * head_dim_;
+    for (int32_t h = 0; h < n_kv_heads_; ++h) std::memcpy(v32 + h * head_elems, v + h * head_dim_, head_dim_ * sizeof(float));
     auto* k32 = reinterpret_cast<float*>(k_.get()) + k_first;
     for (int64_t i = 0; i < token_elems_; ++i) k32[i * block_size_] = k[i];
     return;
   }
-  kernels::fp32_to_fp16_row(v, reinterpret_cast<uint16_t*>(v_row), token_elems_);
+  auto* v16 = reinterpret_cast<uint16_t*>(v_.get()) + block_first + r * head_dim_;
+  for (int32_t h = 0; h < n_kv_heads_; ++h) kernels::fp32_to_fp16_row(v + h * head_dim_, v16 + h * head_elems, head_dim_);
   auto* k16 = reinterpret_cast<uint16_t*>(k_.get()) + k_first;
   uint16_t converted[1024];
   for (int64_t i0 = 0; i0 < token_elems_; i0 += 1024) {
@@ -103,8 +98,8 @@ kernels::KvView KvCache::k_view(int32_t layer, std::span<const int32_t> block_ta
 
 kernels::KvView KvCache::v_view(int32_t layer, std::span<const int32_t> block_table) const {
   kernels::KvView v = view(v_.get(), layer, block_table);
-  v.token_stride = token_elems_;
-  v.head_stride = head_dim_;
+  v.token_stride = head_dim_;
+  v.head_stride = int64_t{block_size_} * head_dim_;
   v.dim_stride = 1;
   return v;
 }

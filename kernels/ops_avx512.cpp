@@ -162,6 +162,14 @@ struct KvF16 {
   static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 
+// Prefetches the n elements from p on (K or V of the next block, read from DRAM otherwise
+// only when the loads reach it).
+template <class T>
+inline void prefetch_run(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t o = 0; o < n * int64_t(sizeof(T)); o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 // kt[d * 16 + i] = K[t0 + i][d] of kv head h for i < cnt (<= 16), 0 for i >= cnt.
 template <class L>
 void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int cnt, float* kt) {
@@ -228,6 +236,10 @@ void weighted_values(const KvView& v, int h, int head_dim, const float* const* p
   for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
     const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
     const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
+    if (t0 + bs < max_ctx && v.dim_stride == 1) {  // the next block's rows of this head
+      prefetch_run<T>(data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride,
+                      (bs - 1) * v.token_stride + head_dim);
+    }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t t = t0 + i;
       const T* row = block + i * v.token_stride;
@@ -297,6 +309,12 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
   using T = typename L::T;
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
     const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
+      // The next block's keys of this head (one run when stored as the engine does).
+      prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
+                          int64_t(kv_head) * k.head_stride,
+                      (head_dim - 1) * k.dim_stride + k.block_size);
+    }
     if (keys_in_place && n_rows == 8) {
       // The 16 keys are consecutive in one block (t0 % 16 == 0): read each dim directly.
       const T* base = static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride +

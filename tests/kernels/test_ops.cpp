@@ -169,9 +169,9 @@ TEST(Rope, PublicEntryPointRotates) {
 
 // ---- attention ----------------------------------------------------------------------------
 
-// A paged K or V cache of n_ctx random tokens in scattered blocks, stored row-major
-// (token, head, dim) or, with `transposed`, as the engine keeps K: (head, dim, token) inside
-// each block.
+// A paged K and V cache of n_ctx random tokens in scattered blocks, stored row-major
+// (token, head, dim) or, with `transposed`, as the engine keeps them inside each block:
+// K (head, dim, token), V (head, token, dim).
 struct PagedKv {
   DType type;
   int n_kv_heads, head_dim, block_size;
@@ -187,7 +187,11 @@ struct PagedKv {
     kv.block_table = table.data();
     kv.block_size = block_size;
     kv.block_stride = int64_t(n_kv_heads) * head_dim * block_size;
-    if (transposed) {
+    if (transposed && &data == &v) {
+      kv.token_stride = head_dim;
+      kv.head_stride = int64_t(head_dim) * block_size;
+      kv.dim_stride = 1;
+    } else if (transposed) {
       kv.token_stride = 1;
       kv.head_stride = int64_t(head_dim) * block_size;
       kv.dim_stride = block_size;
@@ -218,22 +222,25 @@ PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, 
   const std::vector<float> vvals = random_floats(n_ctx * token_elems, seed + 2);
   kv.k_values.resize(kvals.size());
   kv.v_values.resize(vvals.size());
-  const KvView layout = kv.view(kv.k);
+  const KvView k_layout = kv.view(kv.k), v_layout = kv.view(kv.v);
+  auto at = [&](const KvView& l, int64_t t, int64_t h, int64_t d) {
+    return size_t(kv.table[size_t(t / block_size)] * l.block_stride + (t % block_size) * l.token_stride +
+                  h * l.head_stride + d * l.dim_stride);
+  };
   for (int64_t t = 0; t < n_ctx; ++t) {
     for (int64_t e = 0; e < token_elems; ++e) {
       const int64_t h = e / head_dim, d = e % head_dim;
       const size_t src = size_t(t * token_elems + e);
-      const size_t dst = size_t(kv.table[size_t(t / block_size)] * layout.block_stride +
-                                (t % block_size) * layout.token_stride + h * layout.head_stride + d * layout.dim_stride);
+      const size_t kd = at(k_layout, t, h, d), vd = at(v_layout, t, h, d);
       if (type == DType::F16) {
         const uint16_t kh = fp32_to_fp16(kvals[src]), vh = fp32_to_fp16(vvals[src]);
-        std::memcpy(kv.k.data() + dst * 2, &kh, 2);
-        std::memcpy(kv.v.data() + dst * 2, &vh, 2);
+        std::memcpy(kv.k.data() + kd * 2, &kh, 2);
+        std::memcpy(kv.v.data() + vd * 2, &vh, 2);
         kv.k_values[src] = fp16_to_fp32(kh);
         kv.v_values[src] = fp16_to_fp32(vh);
       } else {
-        std::memcpy(kv.k.data() + dst * 4, &kvals[src], 4);
-        std::memcpy(kv.v.data() + dst * 4, &vvals[src], 4);
+        std::memcpy(kv.k.data() + kd * 4, &kvals[src], 4);
+        std::memcpy(kv.v.data() + vd * 4, &vvals[src], 4);
         kv.k_values[src] = kvals[src];
         kv.v_values[src] = vvals[src];
       }
