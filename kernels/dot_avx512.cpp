@@ -171,6 +171,7 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
                     int flags) {
   constexpr int kGroups = kQ4 ? 4 : 8;
   constexpr size_t kCodeBytes = size_t(64) * kGroups;
+  const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
   __m512 facc[NX];
 #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) facc[i] = (flags & kTileAccumulate) ? _mm512_loadu_ps(y + i * ys) : _mm512_setzero_ps();
@@ -180,10 +181,15 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
   const int32_t* corr = x.corr;
   for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
     const uint8_t* c = codes + b * kCodeBytes;
-    if (flags & kTileStream) {  // weights from memory: fetch ahead of the hardware prefetcher
+    if (flags & (kTileStream | kTilePrefetchNext)) {  // fetch ahead of the hardware prefetcher
+      const size_t ahead = (flags & kTileStream) ? kPrefetchBytes : tile_bytes;
 #pragma GCC unroll 16
-      for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + kPrefetchBytes + o), _MM_HINT_T0);
-      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wd + (b + kPrefetchBytes / kCodeBytes) * kTileRows), _MM_HINT_T0);
+      for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + o), _MM_HINT_T0);
+      if (b % 2 == 0) {  // the scales: 32 bytes a block
+        const char* scales = reinterpret_cast<const char*>(wd + b * kTileRows);
+        _mm_prefetch(scales + ((flags & kTileStream) ? kPrefetchBytes / kCodeBytes * kTileRows * sizeof(uint16_t) : tile_bytes),
+                     _MM_HINT_T0);
+      }
     }
     // kChains partial sums per activation row (integers: their order cannot matter), so a
     // block's vpdpbusd are not one dependent chain when few rows share the weights.

@@ -82,10 +82,13 @@ void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64
 // isum is the exact integer block dot. This per-output order is the contract of every
 // implementation of Q8_0 / Q4_0 weights (tiled or row-major, any ISA, any m), so results
 // are bit-identical between them. wd / codes: a tile's arrays advanced to block b0, x the
-// group at the same block. kTileStream: the tile is read from memory for the first time
-// (the kernel prefetches ahead); it changes no result.
+// group at the same block. Prefetch hints (they change no result): kTileStream, the tile is
+// read from memory for the first time (prefetch ahead in it); kTilePrefetchNext, the tile is
+// in cache and the next tile of the matrix (right after it: a full tile of nb blocks) is
+// prefetched meanwhile.
 constexpr int kTileAccumulate = 1;
 constexpr int kTileStream = 2;
+constexpr int kTilePrefetchNext = 4;
 using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x,
                            int nx, float* y, size_t ys, int flags);
 

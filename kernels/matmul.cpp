@@ -132,20 +132,25 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
     const int n_tiles = static_cast<int>(t1 - t0);
     if (w.layout == WeightLayout::Tiled) {
-      auto tile_group = [&](int t, int64_t i) {
+      auto tile_group = [&](int t, int64_t i, int flags) {
         const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
         const uint8_t* tile = wdata + (t0 + t) * kTileRows * rb;
         dot(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb,
             q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx, y + i * rows + (t0 + t) * kTileRows,
-            size_t(rows), i == 0 ? kTileStream : 0);
+            size_t(rows), flags);
       };
-      if (m <= kFewActivationRows) {  // batched decode: each tile read once from DRAM, reused from L1
+      if (m <= kFewActivationRows) {
+        // Batched decode: each tile read once from DRAM by the first activation group and
+        // reused from L1 by the others, the last of which prefetches the next tile.
         for (int t = 0; t < n_tiles; ++t) {
-          for (int64_t i = 0; i < m; i += kTileActs) tile_group(t, i);
+          for (int64_t i = 0; i < m; i += kTileActs) {
+            const bool last = i + kTileActs >= m;
+            tile_group(t, i, i == 0 ? kTileStream : (last && (t0 + t + 1) < full_tiles ? kTilePrefetchNext : 0));
+          }
         }
       } else {  // prefill: each activation group stays in L1 across the unit's tiles (in L2)
         for (int64_t i = 0; i < m; i += kTileActs) {
-          for (int t = 0; t < n_tiles; ++t) tile_group(t, i);
+          for (int t = 0; t < n_tiles; ++t) tile_group(t, i, i == 0 ? kTileStream : 0);
         }
       }
       return;
