@@ -166,7 +166,8 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
 }
 
 template <class L>
-void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
+                    int /*flags*/) {
   const auto* g = static_cast<const typename L::T*>(w);
   for (int j = 0; j < kFloatDotW; ++j) {
     int i = 0;

@@ -107,8 +107,9 @@ constexpr int kFloatDotX = 6;
 using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride,
                             int nx, int64_t cols, float* y, size_t ys);
 // One tiled group of kFloatDotW rows at w (cols a multiple of 16) against nx activation rows.
+// flags: kTilePrefetchNext prefetches the next group (right after this one) meanwhile.
 using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
-                                size_t ys);
+                                size_t ys, int flags);
 
 // ---- K-quant weights (Q4_K / Q6_K) x Q8_K activations ----------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.

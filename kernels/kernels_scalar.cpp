@@ -124,7 +124,8 @@ void float_dot(const void* w, size_t w_stride, int nw, const float* x, size_t x_
 
 // A tiled group of kFloatDotW rows: row j's values gathered, then float_dot's order.
 template <class L>
-void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y, size_t ys) {
+void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y, size_t ys,
+                    int /*flags*/) {
   const auto* g = static_cast<const typename L::T*>(w);
   for (int j = 0; j < kFloatDotW; ++j) {
     auto w_at = [&](int64_t k) { return L::get(g + (k / 16) * 16 * kFloatDotW + 16 * j + k % 16); };

@@ -28,7 +28,7 @@ constexpr int kMaxTilesPerUnit = 4;
 // weights at d = 2048, an L2-resident block).
 constexpr int64_t kFloatRowsPerUnit = 32;
 constexpr int kMaxJobs = 4;
-// Up to this many activation rows, a tile is swept by all of them before the next tile.
+// Up to this many activation rows, a tile of weights is swept by all of them before the next.
 constexpr int64_t kFewActivationRows = 4 * kTileActs;
 
 // Units for n items split over threads: about `per_thread` units per thread, each at most
@@ -96,16 +96,28 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   const int64_t tiled_rows = w.layout == WeightLayout::Tiled ? rows / kFloatDotW * kFloatDotW : 0;
   const int64_t per_unit = float_rows_per_unit(w, c);
   const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
-  for (int64_t i = 0; i < c.m; i += kFloatDotX) {
+  auto rows_group = [&](int64_t j, int64_t i, int flags) {
     const int nx = static_cast<int>(std::min<int64_t>(kFloatDotX, c.m - i));
-    for (int64_t j = r0; j < r1; j += kFloatDotW) {
+    if (j < tiled_rows) {
+      tile_dot(wdata + j * rb, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows), flags);
+    } else {
       const int nw = static_cast<int>(std::min<int64_t>(kFloatDotW, r1 - j));
-      if (j < tiled_rows) {
-        tile_dot(wdata + j * rb, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
-      } else {
-        dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+      dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+    }
+  };
+  if (c.m <= kFewActivationRows) {
+    // Decode and batched decode: each group of weight rows read once from DRAM and reused
+    // from L1 by every activation block, the last of which prefetches the next group.
+    for (int64_t j = r0; j < r1; j += kFloatDotW) {
+      for (int64_t i = 0; i < c.m; i += kFloatDotX) {
+        const bool last = i + kFloatDotX >= c.m && c.m > kFloatDotX;
+        rows_group(j, i, last && j + 2 * kFloatDotW <= tiled_rows ? kTilePrefetchNext : 0);
       }
     }
+    return;
+  }
+  for (int64_t i = 0; i < c.m; i += kFloatDotX) {
+    for (int64_t j = r0; j < r1; j += kFloatDotW) rows_group(j, i, 0);
   }
 }
 
