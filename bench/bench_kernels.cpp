@@ -5,11 +5,14 @@
 //   SPILLWAY_BENCH_THREADS=1 build/dev/bench/bench_kernels ...         # pool size (default:
 //                                                                      # physical cores)
 // matmul at TinyLlama shapes (2048x2048 attention projections, 5632x2048 MLP up/gate) for
-// every ISA this CPU runs, every weight type, m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar
-// table only up to 16, it is slow). Several copies of each weight matrix (128 MiB in all,
-// at most 8) are cycled so GEMV streams from DRAM rather than from the last-level cache.
+// every ISA this CPU runs, every weight type (Q8_0 / Q4_0 in the tiled layout the engine
+// runs on, and row-major as "Q8_0-rows"), m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar table
+// only up to 16, it is slow). Copies of each weight matrix (512 MiB in all, as the probe's
+// buffer, at most 64) are cycled so GEMV streams from DRAM rather than from the last-level
+// cache.
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
-// Attention: F16 paged KV cache, head_dim 64, 8 query heads per kv head (TinyLlama GQA).
+// Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
+// head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -22,6 +25,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
+#include "kernels/machine_probe.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {
@@ -58,15 +62,19 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 // the same type and shape).
 struct WeightSet {
   DType type = DType::F32;
+  WeightLayout layout = WeightLayout::Rows;
   int64_t rows = 0, cols = 0;
   std::vector<std::unique_ptr<AlignedBytes>> copies;
 };
 
-const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
+const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t cols) {
   static WeightSet set;
-  if (!set.copies.empty() && set.type == type && set.rows == rows && set.cols == cols) return set;
+  if (!set.copies.empty() && set.type == type && set.layout == layout && set.rows == rows && set.cols == cols) {
+    return set;
+  }
   set.copies.clear();
   set.type = type;
+  set.layout = layout;
   set.rows = rows;
   set.cols = cols;
   const int64_t rb = row_bytes(type, cols);
@@ -74,7 +82,11 @@ const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
   auto first = std::make_unique<AlignedBytes>(bytes);
   const std::vector<float> values = random_floats(size_t(rows * cols), uint32_t(rows + cols));
   for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * cols, first->data + r * rb, cols);
-  const size_t n_copies = std::min<size_t>(8, std::max<size_t>(1, (size_t{128} << 20) / bytes));
+  if (layout == WeightLayout::Tiled) {
+    std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
+    retile_in_place(type, first->data, rows, cols, scratch.data());
+  }
+  const size_t n_copies = std::min<size_t>(64, std::max<size_t>(1, (size_t{512} << 20) / bytes));
   set.copies.push_back(std::move(first));
   while (set.copies.size() < n_copies) {
     auto copy = std::make_unique<AlignedBytes>(bytes);
@@ -84,12 +96,13 @@ const WeightSet& weights(DType type, int64_t rows, int64_t cols) {
   return set;
 }
 
-void bench_matmul(benchmark::State& state, Isa isa, DType type, int64_t rows, int64_t cols, int64_t m) {
+void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout layout, int64_t rows, int64_t cols,
+                  int64_t m) {
   const KernelTable& kt = kernels_for(isa);
-  const WeightSet& set = weights(type, rows, cols);
+  const WeightSet& set = weights(type, layout, rows, cols);
   const std::vector<float> x = random_floats(size_t(m * cols), 7);
   std::vector<float> y(size_t(m * rows));
-  WeightMatrix w{type, nullptr, rows, cols};
+  WeightMatrix w{type, nullptr, rows, cols, layout};
   AlignedBytes scratch(matmul_scratch_bytes(w, m) + 64);
   size_t next = 0;
   for (auto _ : state) {
@@ -106,7 +119,9 @@ void bench_matmul(benchmark::State& state, Isa isa, DType type, int64_t rows, in
   state.counters["threads"] = pool().size();
 }
 
-void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx) {
+// One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
+// out as the engine keeps it (transposed inside each block).
+void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_tokens) {
   const KernelTable& kt = kernels_for(isa);
   constexpr int kHeadDim = 64, kGroup = 8, kKvHeads = 4, kBlock = 16;
   const int64_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
@@ -119,42 +134,79 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx) {
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) table[size_t(b)] = int32_t((b * 5) % n_blocks);  // scattered blocks
-  KvView kv{DType::F16, nullptr, table.data(), kBlock, kBlock * token_elems, token_elems};
-  KvView kview = kv, vview = kv;
-  kview.data = k.data();
-  vview.data = v.data();
-  const std::vector<float> q = random_floats(size_t(kGroup * kHeadDim), 4);
-  std::vector<float> out(q.size()), scratch(static_cast<size_t>(n_ctx));
+  KvView kview{DType::F16, k.data(), table.data(), kBlock, kBlock * token_elems, 1, kHeadDim * kBlock, kBlock};
+  KvView vview{DType::F16, v.data(), table.data(), kBlock, kBlock * token_elems, kHeadDim, kHeadDim * kBlock, 1};
+  const size_t q_stride = size_t(kGroup) * kHeadDim;
+  const std::vector<float> q = random_floats(q_stride * n_tokens, 4);
+  std::vector<float> out(q.size()), scratch(attention_scratch_floats(n_tokens, kGroup, n_ctx));
   for (auto _ : state) {
-    kt.attention(q.data(), kGroup, kHeadDim, kview, vview, 1, n_ctx, 0.125f, out.data(), scratch.data());
+    kt.attention(q.data(), q_stride, n_tokens, kGroup, kHeadDim, kview, vview, 1, n_ctx - n_tokens, 0.125f,
+                 out.data(), q_stride, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_bytes/s"] = benchmark::Counter(2.0 * double(n_ctx) * kHeadDim * 2,
                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flops"] = benchmark::Counter(4.0 * double(n_ctx) * kHeadDim * kGroup * n_tokens,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The machine probe's DRAM read loop (with software prefetch where the ISA has one) over 512 MiB split between the pool's threads: the bound
+// the GEMV rows compare with (weight_bytes/s), measured in the same process.
+void bench_dram_read(benchmark::State& state) {
+  const size_t bytes = size_t{512} << 20;
+  static AlignedBytes buffer(bytes);
+  static bool touched = false;
+  if (!touched) {
+    pool().parallel_for(int64_t(bytes / 4096), [&](int64_t b, int64_t e) {
+      std::memset(buffer.data + b * 4096, 1, size_t(e - b) * 4096);
+    });
+    touched = true;
+  }
+  const ProbeLoops& loops = probe_loops(active_isa());
+  const auto read = loops.read_prefetch ? loops.read_prefetch : loops.read;
+  const size_t per_thread = bytes / size_t(pool().size()) / 256 * 256;
+  std::vector<uint64_t> sinks(size_t(pool().size()));
+  for (auto _ : state) {
+    pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read(buffer.data + per_thread * size_t(t), per_thread); });
+    benchmark::DoNotOptimize(sinks.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(per_thread * size_t(pool().size())),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
+  benchmark::RegisterBenchmark("dram_read/probe", bench_dram_read)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
   constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};
   for (DType type : kTypes) {
-    for (const auto& shape : kShapes) {
-      for (int64_t m : {1, 16, 64, 512}) {
-        for (Isa isa : supported_isas()) {
-          if (isa == Isa::Scalar && m > 16) continue;
-          const std::string name = "matmul/" + std::string(dtype_name(type)) + "/" + std::string(isa_name(isa)) +
-                                   "/m:" + std::to_string(m) + "/" + std::to_string(shape[0]) + "x" +
-                                   std::to_string(shape[1]);
-          benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, shape[0], shape[1], m)
-              ->Unit(benchmark::kMicrosecond)
-              ->UseRealTime();
+    // Q8_0 / Q4_0: the tiled layout the engine runs on (resident or streamed layers), and the
+    // row-major file layout (the plain engine on the file mapping), packed on the fly.
+    std::vector<WeightLayout> layouts = {WeightLayout::Rows};
+    if (has_tiled_layout(type, 2048)) layouts.insert(layouts.begin(), WeightLayout::Tiled);
+    for (WeightLayout layout : layouts) {
+      const std::string type_name =
+          std::string(dtype_name(type)) + (layout == WeightLayout::Rows && has_tiled_layout(type, 2048) ? "-rows" : "");
+      for (const auto& shape : kShapes) {
+        for (int64_t m : {1, 16, 64, 512}) {
+          for (Isa isa : supported_isas()) {
+            if (isa == Isa::Scalar && m > 16) continue;
+            const std::string name = "matmul/" + type_name + "/" + std::string(isa_name(isa)) + "/m:" +
+                                     std::to_string(m) + "/" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+            benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, layout, shape[0], shape[1], m)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
         }
       }
     }
   }
   for (int64_t n_ctx : {128, 512, 2048, 8192}) {
-    for (Isa isa : supported_isas()) {
-      const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx);
-      benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx)->Unit(benchmark::kMicrosecond);
+    for (int n_tokens : {1, kAttentionMaxTokens}) {
+      for (Isa isa : supported_isas()) {
+        const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx) +
+                                 "/tokens:" + std::to_string(n_tokens);
+        benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx, n_tokens)->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 }

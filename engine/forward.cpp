@@ -1,6 +1,8 @@
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -16,6 +18,45 @@ T* align64(T* p) {
   return reinterpret_cast<T*>((addr + 63) & ~uintptr_t{63});
 }
 }  // namespace
+
+const char* ForwardProfile::name(int part) {
+  static constexpr const char* kNames[kParts] = {"embed", "norms", "qkv", "rope_kv", "attention", "wo",
+                                                 "gate_up", "silu_mul", "down", "residual", "logits", "weights"};
+  return part >= 0 && part < kParts ? kNames[part] : "?";
+}
+
+double ForwardProfile::total() const {
+  double t = 0;
+  for (double s : seconds) t += s;
+  return t;
+}
+
+namespace {
+// Elementwise work below this many values runs on the calling thread: waking the pool costs
+// more than it saves.
+constexpr int64_t kSerialElements = 32 * 1024;
+
+// fn(begin, end) over [0, n) on the pool, or inline when n * elements_per_item is small.
+template <class Fn>
+void parallel_for(kernels::ThreadPool& pool, int64_t n, int64_t elements_per_item, Fn&& fn) {
+  if (n * elements_per_item < kSerialElements) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  pool.parallel_for(n, fn);
+}
+}  // namespace
+
+template <class Fn>
+void ForwardPass::timed(ForwardProfile::Part part, Fn&& fn) {
+  if (!profile_) {
+    fn();
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  profile_->seconds[part] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 void ForwardPass::AlignedBuffer::resize(size_t floats) {
   if (storage.size() >= floats + kAlignFloats) return;
@@ -33,6 +74,12 @@ ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& p
       kv_(kv),
       pool_(pool) {
   ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
+}
+
+size_t ForwardPass::attention_scratch_stride() const {
+  const size_t floats = kernels::attention_scratch_floats(kernels::kAttentionMaxTokens,
+                                                          cfg_.n_heads / cfg_.n_kv_heads, context_capacity_);
+  return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
 
 void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx) {
@@ -55,8 +102,10 @@ void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_
   }
   if (max_ctx > context_capacity_) {
     context_capacity_ = max_ctx;
-    attention_scratch_.resize(size_t(pool_.size()) * (max_ctx + kAlignFloats));
+    attention_scratch_.resize(size_t(pool_.size()) * attention_scratch_stride());
   }
+  const size_t max_tasks = size_t(n_tokens) * cfg_.n_kv_heads;
+  if (attention_tasks_.capacity() < max_tasks) attention_tasks_.reserve(max_tasks);
   // Matmul scratch for the largest matmul of a step, of either token count.
   size_t need = 0;
   const int64_t m = std::max(token_capacity_, logit_capacity_);
@@ -97,115 +146,155 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
     max_ctx = std::max(max_ctx, seq.start_position + seq.n_tokens);
   }
   ensure_capacity(n_tokens, n_logits, max_ctx);
-
-  // Embeddings.
-  const kernels::WeightMatrix& embd = weights_->token_embedding();
-  const int64_t embd_row_bytes = kernels::row_bytes(embd.type, cfg_.n_embd);
-  for (int32_t t = 0; t < n_tokens; ++t) {
-    const int32_t id = batch.tokens[t];
-    assert(id >= 0 && id < cfg_.n_vocab);
-    kernels::dequantize_row(embd.type, static_cast<const uint8_t*>(embd.data) + id * embd_row_bytes,
-                            x_.data + size_t(t) * cfg_.n_embd, cfg_.n_embd);
+  attention_tasks_.clear();
+  attention_work_ = 0;
+  for (const BatchSequence& seq : batch.sequences) {
+    for (int32_t i = 0; i < seq.n_tokens; i += kernels::kAttentionMaxTokens) {
+      const int32_t n = std::min(kernels::kAttentionMaxTokens, seq.n_tokens - i);
+      for (int32_t h = 0; h < cfg_.n_kv_heads; ++h) attention_tasks_.push_back({seq.first_token + i, n, h});
+    }
+    attention_work_ += int64_t{seq.n_tokens} * (seq.start_position + seq.n_tokens) * cfg_.q_dim() * 2;
   }
 
+  timed(ForwardProfile::Embed, [&] {
+    const kernels::WeightMatrix& embd = weights_->token_embedding();
+    const int64_t embd_row_bytes = kernels::row_bytes(embd.type, cfg_.n_embd);
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      const int32_t id = batch.tokens[t];
+      assert(id >= 0 && id < cfg_.n_vocab);
+      kernels::dequantize_row(embd.type, static_cast<const uint8_t*>(embd.data) + id * embd_row_bytes,
+                              x_.data + size_t(t) * cfg_.n_embd, cfg_.n_embd);
+    }
+  });
+
   for (int32_t l = 0; l < cfg_.n_layers; ++l) {
-    auto layer = weights_->acquire_layer(l);
+    Result<const LayerWeights*> layer = Error{""};
+    timed(ForwardProfile::Weights, [&] { layer = weights_->acquire_layer(l); });
     if (!layer) return layer.error();
     run_layer(l, **layer, batch, n_tokens);
     weights_->release_layer(l);
   }
 
   if (n_logits == 0) return std::span<const float>();
-  for (int32_t r = 0; r < n_logits; ++r) {
-    const int32_t t = batch.logit_rows[r];
-    assert(t >= 0 && t < n_tokens);
-    kernels::rms_norm(x_.data + size_t(t) * cfg_.n_embd, model_.output_norm(),
-                      final_rows_.data + size_t(r) * cfg_.n_embd, cfg_.n_embd, cfg_.rms_eps);
-  }
-  matmul(weights_->output(), final_rows_.data, n_logits, logits_.data);
+  timed(ForwardProfile::Logits, [&] {
+    for (int32_t r = 0; r < n_logits; ++r) {
+      const int32_t t = batch.logit_rows[r];
+      assert(t >= 0 && t < n_tokens);
+      kernels::rms_norm(x_.data + size_t(t) * cfg_.n_embd, model_.output_norm(),
+                        final_rows_.data + size_t(r) * cfg_.n_embd, cfg_.n_embd, cfg_.rms_eps);
+    }
+    matmul(weights_->output(), final_rows_.data, n_logits, logits_.data);
+  });
   return std::span<const float>(logits_.data, size_t(n_logits) * cfg_.n_vocab);
 }
 
 void ForwardPass::run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,
                             int32_t n_tokens) {
+  using P = ForwardProfile;
   const int32_t d = cfg_.n_embd, q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
   const int32_t hd = cfg_.head_dim;
 
-  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      kernels::rms_norm(x_.data + t * d, w.attn_norm, h_.data + t * d, d, cfg_.rms_eps);
-    }
+  // RMSNorm of each row fused into the activation pass of the matmul that reads it.
+  struct NormRows {
+    const float* x;
+    const float* weight;
+    float* out;
+    int32_t d;
+    float eps;
+  };
+  auto norm_row = [](void* ctx, int64_t t) {
+    const auto* n = static_cast<const NormRows*>(ctx);
+    kernels::rms_norm(n->x + t * n->d, n->weight, n->out + t * n->d, n->d, n->eps);
+  };
+  NormRows attn_norm{x_.data, w.attn_norm, h_.data, d, cfg_.rms_eps};
+  timed(P::Qkv, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {q_.data, k_.data, v_.data};
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_, {norm_row, &attn_norm});
   });
-  matmul(w.wq, h_.data, n_tokens, q_.data);
-  matmul(w.wk, h_.data, n_tokens, k_.data);
-  matmul(w.wv, h_.data, n_tokens, v_.data);
 
-  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      float* q = q_.data + t * q_dim;
-      float* k = k_.data + t * kv_dim;
-      float* v = v_.data + t * kv_dim;
-      if (w.bq) kernels::add_inplace(q, w.bq, q_dim);
-      if (w.bk) kernels::add_inplace(k, w.bk, kv_dim);
-      if (w.bv) kernels::add_inplace(v, w.bv, kv_dim);
-      if (w.q_norm) {
-        for (int32_t h = 0; h < cfg_.n_heads; ++h) kernels::rms_norm(q + h * hd, w.q_norm, q + h * hd, hd, cfg_.rms_eps);
-        for (int32_t h = 0; h < cfg_.n_kv_heads; ++h) kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, cfg_.rms_eps);
+  timed(P::RopeKv, [&] {
+    parallel_for(pool_, n_tokens, q_dim + 2 * kv_dim, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        float* q = q_.data + t * q_dim;
+        float* k = k_.data + t * kv_dim;
+        float* v = v_.data + t * kv_dim;
+        if (w.bq) kernels::add_inplace(q, w.bq, q_dim);
+        if (w.bk) kernels::add_inplace(k, w.bk, kv_dim);
+        if (w.bv) kernels::add_inplace(v, w.bv, kv_dim);
+        if (w.q_norm) {
+          for (int32_t h = 0; h < cfg_.n_heads; ++h) kernels::rms_norm(q + h * hd, w.q_norm, q + h * hd, hd, cfg_.rms_eps);
+          for (int32_t h = 0; h < cfg_.n_kv_heads; ++h) kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, cfg_.rms_eps);
+        }
+        const float* factors = cfg_.rope_freq_factors.empty() ? nullptr : cfg_.rope_freq_factors.data();
+        const int64_t pos = token_position_[t];
+        kernels::rope(q, cfg_.n_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
+                      cfg_.rope_freq_scale, factors, cfg_.rope_style);
+        kernels::rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
+                      cfg_.rope_freq_scale, factors, cfg_.rope_style);
+        const BatchSequence& seq = batch.sequences[token_sequence_[t]];
+        kv_.write(layer_index, seq.block_table, pos, k, v);
       }
-      const float* factors = cfg_.rope_freq_factors.empty() ? nullptr : cfg_.rope_freq_factors.data();
-      const int64_t pos = token_position_[t];
-      kernels::rope(q, cfg_.n_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
-                    cfg_.rope_freq_scale, factors, cfg_.rope_style);
-      kernels::rope(k, cfg_.n_kv_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base,
-                    cfg_.rope_freq_scale, factors, cfg_.rope_style);
-      const BatchSequence& seq = batch.sequences[token_sequence_[t]];
-      kv_.write(layer_index, seq.block_table, pos, k, v);
-    }
+    });
   });
 
-  attention(layer_index, batch, n_tokens);
+  timed(P::Attention, [&] { attention(layer_index, batch, n_tokens); });
 
-  matmul(w.wo, attn_.data, n_tokens, h_.data);
-  kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d);
+  timed(P::Wo, [&] { matmul(w.wo, attn_.data, n_tokens, h_.data); });
+  timed(P::Residual, [&] { kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d); });
 
-  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      kernels::rms_norm(x_.data + t * d, w.ffn_norm, h_.data + t * d, d, cfg_.rms_eps);
-    }
+  NormRows ffn_norm{x_.data, w.ffn_norm, h_.data, d, cfg_.rms_eps};
+  timed(P::GateUp, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.w_gate, &w.w_up};
+    float* ys[] = {gate_.data, up_.data};
+    kernels::matmul_multi(ws, h_.data, n_tokens, ys, matmul_scratch_, pool_, {norm_row, &ffn_norm});
   });
-  matmul(w.w_gate, h_.data, n_tokens, gate_.data);
-  matmul(w.w_up, h_.data, n_tokens, up_.data);
-  const int64_t ff_elems = int64_t(n_tokens) * cfg_.n_ff;
-  pool_.parallel_for(ff_elems, [&](int64_t begin, int64_t end) {
-    kernels::silu_mul(gate_.data + begin, up_.data + begin, gate_.data + begin, end - begin);
+  // SwiGLU of each row (into gate_) fused into the down projection's activation pass.
+  struct SiluRows {
+    float* gate;
+    const float* up;
+    int32_t n_ff;
+  } silu{gate_.data, up_.data, cfg_.n_ff};
+  auto silu_row = [](void* ctx, int64_t t) {
+    const auto* s = static_cast<const SiluRows*>(ctx);
+    float* g = s->gate + t * s->n_ff;
+    kernels::silu_mul(g, s->up + t * s->n_ff, g, s->n_ff);
+  };
+  timed(P::Down, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.w_down};
+    float* ys[] = {h_.data};
+    kernels::matmul_multi(ws, gate_.data, n_tokens, ys, matmul_scratch_, pool_, {silu_row, &silu});
   });
-  matmul(w.w_down, gate_.data, n_tokens, h_.data);
-  kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d);
+  timed(P::Residual, [&] { kernels::add_inplace(x_.data, h_.data, int64_t(n_tokens) * d); });
 }
 
 void ForwardPass::attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens) {
-  const int32_t hd = cfg_.head_dim, n_kv = cfg_.n_kv_heads;
-  const int32_t group = cfg_.n_heads / n_kv;
+  const int32_t hd = cfg_.head_dim;
+  const int32_t group = cfg_.n_heads / cfg_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t n_tasks = int64_t(n_tokens) * n_kv;
-  const int n_threads = pool_.size();
-  const size_t scratch_stride = context_capacity_ + kAlignFloats;
-
-  pool_.run_on_all([&](int thread) {
-    const int64_t begin = n_tasks * thread / n_threads, end = n_tasks * (thread + 1) / n_threads;
+  const size_t scratch_stride = attention_scratch_stride();
+  const auto n_tasks = static_cast<int64_t>(attention_tasks_.size());
+  const size_t q_dim = cfg_.q_dim();
+  std::atomic<int64_t> next{0};
+  auto run = [&](int thread) {
     float* scratch = attention_scratch_.data + thread * scratch_stride;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / n_kv;
-      const int32_t kv_head = static_cast<int32_t>(task % n_kv);
-      const BatchSequence& seq = batch.sequences[token_sequence_[t]];
+    for (;;) {
+      const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n_tasks) return;
+      const AttentionTask& task = attention_tasks_[i];
+      const BatchSequence& seq = batch.sequences[token_sequence_[task.first_token]];
       const kernels::KvView k = kv_.k_view(layer_index, seq.block_table);
       const kernels::KvView v = kv_.v_view(layer_index, seq.block_table);
-      const int64_t n_ctx = token_position_[t] + 1;  // causal
-      const size_t offset = size_t(t) * cfg_.q_dim() + size_t(kv_head) * group * hd;
-      kernels::attention(q_.data + offset, group, hd, k, v, kv_head, n_ctx, scale,
-                         attn_.data + offset, scratch);
+      const size_t offset = size_t(task.first_token) * q_dim + size_t(task.kv_head) * group * hd;
+      kernels::attention(q_.data + offset, q_dim, task.n_tokens, group, hd, k, v, task.kv_head,
+                         token_position_[task.first_token], scale, attn_.data + offset, q_dim, scratch);
     }
-  });
+  };
+  if (attention_work_ < kSerialElements * 4) {
+    run(0);
+  } else {
+    pool_.run_on_all(run);
+  }
 }
 
 }  // namespace spillway::engine

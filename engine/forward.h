@@ -29,6 +29,15 @@
 
 namespace spillway::engine {
 
+// Wall time per part of the forward, summed over the steps run while it is attached
+// (ForwardPass::set_profile). For benchmarks: a few clock reads per layer.
+struct ForwardProfile {
+  enum Part { Embed, Norms, Qkv, RopeKv, Attention, Wo, GateUp, SiluMul, Down, Residual, Logits, Weights, kParts };
+  double seconds[kParts] = {};
+  static const char* name(int part);
+  double total() const;
+};
+
 class ForwardPass {
  public:
   // weights: null for the model's own mapping; else must outlive the ForwardPass.
@@ -42,6 +51,8 @@ class ForwardPass {
   Result<std::span<const float>> execute(const ForwardBatch& batch);
 
   const Model& model() const { return model_; }
+  // Accumulates wall time per part into *profile (null: stop). Engine thread only.
+  void set_profile(ForwardProfile* profile) { profile_ = profile; }
 
  private:
   struct AlignedBuffer {
@@ -51,13 +62,19 @@ class ForwardPass {
   };
 
   void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_ctx);
+  size_t attention_scratch_stride() const;  // floats per thread
   void run_layer(int32_t layer_index, const LayerWeights& w, const ForwardBatch& batch,
                  int32_t n_tokens);
   void attention(int32_t layer_index, const ForwardBatch& batch, int32_t n_tokens);
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t m, float* y);
 
+  // Runs fn, adding its wall time to the profile's part when profiling.
+  template <class Fn>
+  void timed(ForwardProfile::Part part, Fn&& fn);
+
   const Model& model_;
   const ModelConfig& cfg_;
+  ForwardProfile* profile_ = nullptr;
   MappedWeights mapped_weights_;
   LayerWeightSource* weights_;
   KvCache& kv_;
@@ -69,6 +86,15 @@ class ForwardPass {
   // Per token of the current batch: its sequence and position.
   std::vector<int32_t> token_sequence_;
   std::vector<int64_t> token_position_;
+  // Attention work of the current batch: up to kernels::kAttentionMaxTokens consecutive
+  // tokens of one sequence and one kv head each (same for every layer).
+  struct AttentionTask {
+    int32_t first_token;
+    int32_t n_tokens;
+    int32_t kv_head;
+  };
+  std::vector<AttentionTask> attention_tasks_;
+  int64_t attention_work_ = 0;  // multiply-adds of the batch's attention, per layer
 
   AlignedBuffer x_, h_, q_, k_, v_, attn_, gate_, up_;  // [tokens, dim]
   AlignedBuffer final_rows_, logits_;                   // [logit rows, dim|vocab]

@@ -1,6 +1,7 @@
 #include "engine/kv_cache.h"
 
 #include <cassert>
+#include <algorithm>
 #include <cstring>
 
 namespace spillway::engine {
@@ -35,31 +36,44 @@ int64_t KvCache::bytes_per_token(int32_t n_layers, int32_t n_kv_heads, int32_t h
   return 2 * int64_t{n_layers} * n_kv_heads * head_dim * element_bytes(type);
 }
 
-uint8_t* KvCache::row(uint8_t* base, int32_t layer, std::span<const int32_t> block_table,
-                      int64_t position) const {
+void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
+                    const float* k, const float* v) {
   const int64_t block_index = position / block_size_;
   assert(block_index < static_cast<int64_t>(block_table.size()));
   const int32_t block = block_table[block_index];
   assert(block >= 0 && block < n_blocks_);
-  const int64_t elem = layer * layer_elems_ +
-                       (int64_t{block} * block_size_ + position % block_size_) * token_elems_;
-  return base + elem * elem_bytes_;
-}
-
-void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
-                    const float* k, const float* v) {
-  uint8_t* k_row = row(k_.get(), layer, block_table, position);
-  uint8_t* v_row = row(v_.get(), layer, block_table, position);
+  const int64_t block_first = layer * layer_elems_ + int64_t{block} * block_size_ * token_elems_;
+  const int64_t r = position % block_size_;
+  // K: element (head h, dim d) of block row r at block start + (h * head_dim + d) * block_size
+  // + r, i.e. index i = h * head_dim + d. V: head h's row at block start + (h * block_size +
+  // r) * head_dim.
+  const int64_t k_first = block_first + r;
+  const int64_t head_elems = int64_t{block_size_} * head_dim_;
   if (type_ == kernels::DType::F32) {
-    std::memcpy(k_row, k, token_elems_ * sizeof(float));
-    std::memcpy(v_row, v, token_elems_ * sizeof(float));
+    auto* v32 = reinterpret_cast<float*>(v_.get()) + block_first + r * head_dim_;
+    for (int32_t h = 0; h < n_kv_heads_; ++h) std::memcpy(v32 + h * head_elems, v + h * head_dim_, head_dim_ * sizeof(float));
+    auto* k32 = reinterpret_cast<float*>(k_.get()) + k_first;
+    for (int64_t i = 0; i < token_elems_; ++i) k32[i * block_size_] = k[i];
     return;
   }
-  auto* k16 = reinterpret_cast<uint16_t*>(k_row);
-  auto* v16 = reinterpret_cast<uint16_t*>(v_row);
-  for (int64_t i = 0; i < token_elems_; ++i) {
-    k16[i] = kernels::fp32_to_fp16(k[i]);
-    v16[i] = kernels::fp32_to_fp16(v[i]);
+  auto* v16 = reinterpret_cast<uint16_t*>(v_.get()) + block_first + r * head_dim_;
+  for (int32_t h = 0; h < n_kv_heads_; ++h) kernels::fp32_to_fp16_row(v + h * head_dim_, v16 + h * head_elems, head_dim_);
+  auto* k16 = reinterpret_cast<uint16_t*>(k_.get()) + k_first;
+  uint16_t converted[1024];
+  for (int64_t i0 = 0; i0 < token_elems_; i0 += 1024) {
+    const int64_t n = std::min<int64_t>(1024, token_elems_ - i0);
+    kernels::fp32_to_fp16_row(k + i0, converted, n);
+    for (int64_t i = 0; i < n; ++i) k16[(i0 + i) * block_size_] = converted[i];
+  }
+}
+
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  assert(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_);
+  const int64_t block_bytes = int64_t{block_size_} * token_elems_ * elem_bytes_;
+  for (int32_t layer = 0; layer < n_layers_; ++layer) {
+    const int64_t base = layer * layer_elems_ * elem_bytes_;
+    std::memcpy(k_.get() + base + dst * block_bytes, k_.get() + base + src * block_bytes, block_bytes);
+    std::memcpy(v_.get() + base + dst * block_bytes, v_.get() + base + src * block_bytes, block_bytes);
   }
 }
 
@@ -71,16 +85,23 @@ kernels::KvView KvCache::view(const uint8_t* base, int32_t layer,
   view.block_table = block_table.data();
   view.block_size = block_size_;
   view.block_stride = int64_t{block_size_} * token_elems_;
-  view.token_stride = token_elems_;
   return view;
 }
 
 kernels::KvView KvCache::k_view(int32_t layer, std::span<const int32_t> block_table) const {
-  return view(k_.get(), layer, block_table);
+  kernels::KvView k = view(k_.get(), layer, block_table);
+  k.token_stride = 1;
+  k.head_stride = int64_t{head_dim_} * block_size_;
+  k.dim_stride = block_size_;
+  return k;
 }
 
 kernels::KvView KvCache::v_view(int32_t layer, std::span<const int32_t> block_table) const {
-  return view(v_.get(), layer, block_table);
+  kernels::KvView v = view(v_.get(), layer, block_table);
+  v.token_stride = head_dim_;
+  v.head_stride = int64_t{block_size_} * head_dim_;
+  v.dim_stride = 1;
+  return v;
 }
 
 }  // namespace spillway::engine

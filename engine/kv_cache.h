@@ -2,8 +2,11 @@
 // for every layer. Which sequence owns which block is the scheduler's business
 // (scheduler/kv_block_manager.h); the engine only reads and writes through block tables.
 //
-// Layout per layer and for K and V separately:
-//   [n_blocks][block_size][n_kv_heads][head_dim] elements of `type` (F16 or F32).
+// Layout per layer, elements of `type` (F16 or F32), so that one head's part of a block is
+// one contiguous run (block_size * head_dim elements) that attention streams:
+//   K: [n_blocks][n_kv_heads][head_dim][block_size] (one dim of a block's tokens contiguous,
+//      which the attention kernel reads as a vector of keys);
+//   V: [n_blocks][n_kv_heads][block_size][head_dim] (a token's head row contiguous).
 // Thread contract: the forward writes rows of the tokens it computes and reads rows of
 // their contexts; callers guarantee no two sequences in flight share a block being written.
 #pragma once
@@ -34,12 +37,14 @@ class KvCache {
   void write(int32_t layer, std::span<const int32_t> block_table, int64_t position,
              const float* k, const float* v);
 
+  // Copies every layer's K and V rows of block src into block dst (e.g. a shared prefix
+  // given to another sequence).
+  void copy_block(int32_t src, int32_t dst);
+
   kernels::KvView k_view(int32_t layer, std::span<const int32_t> block_table) const;
   kernels::KvView v_view(int32_t layer, std::span<const int32_t> block_table) const;
 
  private:
-  uint8_t* row(uint8_t* base, int32_t layer, std::span<const int32_t> block_table,
-               int64_t position) const;
   kernels::KvView view(const uint8_t* base, int32_t layer,
                        std::span<const int32_t> block_table) const;
 

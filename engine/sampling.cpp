@@ -24,14 +24,16 @@ double log_sum_exp(const float* logits, int32_t n) {
 }  // namespace
 
 void compute_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32_t top_n,
-                      SampledToken& out) {
+                      SampledToken& out, std::vector<int32_t>* ids_scratch) {
   const double lse = log_sum_exp(logits, n_vocab);
   out.logprob = static_cast<float>(logits[token] - lse);
   out.top_logprobs.clear();
   if (top_n <= 0) return;
   top_n = std::min(top_n, n_vocab);
   // Partial selection over (logit, -id) so ties resolve to the lower id, deterministically.
-  std::vector<int32_t> ids(n_vocab);
+  std::vector<int32_t> local;
+  std::vector<int32_t>& ids = ids_scratch ? *ids_scratch : local;
+  ids.resize(n_vocab);
   for (int32_t i = 0; i < n_vocab; ++i) ids[i] = i;
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -57,23 +59,28 @@ SampledToken Sampler::sample(float* logits, int32_t n_vocab, std::span<const int
 
   // Penalties. repetition_penalty (HF / llama.cpp): over prompt and generated tokens.
   // presence / frequency (OpenAI): over generated tokens only.
-  if (p.repetition_penalty != 1.0f) {
-    counts_.clear();
-    for (int32_t t : history) counts_[t] = 1;
-    for (const auto& [t, _] : counts_) {
+  // Occurrences of each in-vocabulary id of history[first..], in counts_ / touched_.
+  auto count = [&](size_t first) {
+    if (counts_.size() < static_cast<size_t>(n_vocab)) counts_.resize(n_vocab, 0);
+    for (int32_t t : touched_) counts_[t] = 0;
+    touched_.clear();
+    for (size_t i = first; i < history.size(); ++i) {
+      const int32_t t = history[i];
       if (t < 0 || t >= n_vocab) continue;
+      if (counts_[t]++ == 0) touched_.push_back(t);
+    }
+  };
+  if (p.repetition_penalty != 1.0f) {
+    count(0);
+    for (int32_t t : touched_) {
       logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty
                                 : logits[t] * p.repetition_penalty;
     }
   }
   if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    counts_.clear();
-    for (size_t i = std::min(n_prompt, history.size()); i < history.size(); ++i) {
-      ++counts_[history[i]];
-    }
-    for (const auto& [t, c] : counts_) {
-      if (t < 0 || t >= n_vocab) continue;
-      logits[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(c);
+    count(std::min(n_prompt, history.size()));
+    for (int32_t t : touched_) {
+      logits[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(counts_[t]);
     }
   }
   for (int32_t t : banned) {
@@ -83,7 +90,7 @@ SampledToken Sampler::sample(float* logits, int32_t n_vocab, std::span<const int
   SampledToken out;
   auto finish = [&](int32_t token) {
     out.token = token;
-    if (want_logprobs) compute_logprobs(raw_logits_.data(), n_vocab, token, p.top_logprobs, out);
+    if (want_logprobs) compute_logprobs(raw_logits_.data(), n_vocab, token, p.top_logprobs, out, &ids_);
     return out;
   };
 

@@ -13,7 +13,6 @@
 #include <optional>
 #include <random>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -60,13 +59,17 @@ class Sampler {
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused between calls
-  std::unordered_map<int32_t, int32_t> counts_;         // scratch
+  // Scratch reused between calls (no allocation once grown to the vocabulary).
+  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<int32_t> counts_;   // per token id, zero between calls
+  std::vector<int32_t> touched_;  // ids with a nonzero count
+  std::vector<int32_t> ids_;      // top-logprob selection
   std::vector<float> raw_logits_;  // logits before bias/penalties, kept when logprobs are asked
 };
 
-// Natural-log softmax of the raw logits at `token`, and the top-n alternatives.
+// Natural-log softmax of the raw logits at `token`, and the top-n alternatives. ids_scratch:
+// optional, reused for the selection instead of a fresh vector.
 void compute_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32_t top_n,
-                      SampledToken& out);
+                      SampledToken& out, std::vector<int32_t>* ids_scratch = nullptr);
 
 }  // namespace spillway::engine

@@ -69,11 +69,11 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
 
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   std::uniform_int_distribution<int32_t> random_id(0, c.n_vocab - 1);
-  auto table = [&](int32_t seq) {
-    std::vector<int32_t> t(blocks_per_seq);
-    for (int32_t b = 0; b < blocks_per_seq; ++b) t[b] = seq * blocks_per_seq + b;
-    return t;
-  };
+  std::vector<std::vector<int32_t>> tables(batch);
+  for (int32_t seq = 0; seq < batch; ++seq) {
+    for (int32_t b = 0; b < blocks_per_seq; ++b) tables[seq].push_back(seq * blocks_per_seq + b);
+  }
+  auto table = [&](int32_t seq) -> const std::vector<int32_t>& { return tables[seq]; };
   auto step = [&](const ForwardBatch& fb) -> Result<std::span<const float>> {
     auto out = forward.execute(fb);
     if (after_step) after_step();
@@ -88,13 +88,16 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     ForwardBatch fb;
     fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
     fb.logit_rows.push_back(o.prompt_tokens - 1);
+    if (o.profile) forward.set_profile(&r.pp_profile);
     auto start = Clock::now();
     auto logits = step(fb);
     if (!logits) return logits.error();
     r.pp_samples.push_back(o.prompt_tokens /
                            std::chrono::duration<double>(Clock::now() - start).count());
+    const std::vector<float> prefill_logits(logits->begin(), logits->end());
 
-    int32_t next = argmax(*logits);
+    int32_t next = argmax(prefill_logits);
+    if (o.profile) forward.set_profile(&r.tg_profile);
     start = Clock::now();
     for (int32_t i = 0; i < o.gen_tokens; ++i) {
       fb.clear();
@@ -107,17 +110,22 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     r.tg_samples.push_back(o.gen_tokens / std::chrono::duration<double>(Clock::now() - start).count());
 
     if (batch > 1) {
-      // Every sequence continues the same prompt (its KV written by one untimed prefill per
-      // sequence), then all decode together, one token each per step.
+      // Every sequence continues the same prompt: sequence 0's prompt KV (written by the
+      // timed prefill) is copied into each sequence's own blocks, so each reads its own
+      // context from memory as independent requests would. Then all decode together, one
+      // token each per step, with distinct continuations.
+      const int32_t first = argmax(prefill_logits);
       std::vector<int32_t> tokens(batch);
+      const std::vector<int32_t>& source = table(0);
+      const int32_t prompt_blocks = (o.prompt_tokens + kBlock - 1) / kBlock;
       for (int32_t s = 0; s < batch; ++s) {
-        fb.clear();
-        fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(s));
-        fb.logit_rows.push_back(o.prompt_tokens - 1);
-        logits = step(fb);
-        if (!logits) return logits.error();
-        tokens[s] = (argmax(*logits) + s) % c.n_vocab;  // distinct continuations
+        const std::vector<int32_t>& dest = table(s);
+        if (s > 0) {
+          for (int32_t b = 0; b < prompt_blocks; ++b) kv.copy_block(source[b], dest[b]);
+        }
+        tokens[s] = (first + s) % c.n_vocab;
       }
+      if (o.profile) forward.set_profile(&r.batch_profile);
       start = Clock::now();
       for (int32_t i = 0; i < o.gen_tokens; ++i) {
         fb.clear();
@@ -135,6 +143,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
                               std::chrono::duration<double>(Clock::now() - start).count());
     }
   }
+  forward.set_profile(nullptr);
   r.pp_tokens_per_second = median(r.pp_samples);
   r.tg_tokens_per_second = median(r.tg_samples);
   r.batch_tg_tokens_per_second = median(batch_samples);

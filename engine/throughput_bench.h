@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/forward.h"
 #include "engine/layer_weight_source.h"
 #include "engine/model.h"
 #include "kernels/thread_pool.h"
@@ -25,6 +26,7 @@ struct ThroughputOptions {
   int32_t batch = 16;    // sequences in the batched-decode measurement; <= 1 skips it
   int32_t repeats = 3;
   uint64_t seed = 1;
+  bool profile = false;  // also time the parts of the forward (ThroughputResult::*_profile)
 };
 
 struct ThroughputResult {
@@ -37,6 +39,8 @@ struct ThroughputResult {
   double kv_bytes_per_decode_token = 0;   // KV read at the mean decode context
   double ops_per_prefill_token = 0;       // 2 x matrix MACs + attention, at the mean context
   std::vector<double> pp_samples, tg_samples;  // per repeat, tokens per second
+  // With ThroughputOptions::profile: wall time per part of the forward, summed over repeats.
+  ForwardProfile pp_profile, tg_profile, batch_profile;
 };
 
 // weights: null for the model's file mapping.

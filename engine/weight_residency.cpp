@@ -106,6 +106,11 @@ Status WeightResidency::build_layout() {
     const std::vector<uint64_t> offsets = build_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
     for (size_t i = 0; i < std::size(kLayerMatrices); ++i) {
       layer.matrices.push_back({kLayerMatrices[i], offsets[i]});
+      kernels::WeightMatrix& m = layer.weights.*kLayerMatrices[i];
+      if (kernels::has_tiled_layout(m.type, m.cols)) {
+        m.layout = kernels::WeightLayout::Tiled;
+        retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
+      }
     }
     max_layer_buffer_ = std::max(max_layer_buffer_, layer.unit.buffer_bytes);
   }
@@ -145,7 +150,17 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   w->token_embd_ = model.token_embedding();
   w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
   w->output_ = model.output();
-  w->output_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
+  uint8_t* output_bytes = w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
+  w->output_.data = output_bytes;
+  // The embeddings are looked up by row: a tied output matrix stays row-major.
+  const bool tied = model.output().data == model.token_embedding().data;
+  if (!tied && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
+    std::vector<uint8_t> scratch(kernels::retile_scratch_bytes(w->output_.type, w->output_.cols));
+    kernels::retile_in_place(w->output_.type, output_bytes, w->output_.rows, w->output_.cols, scratch.data());
+    w->output_.layout = kernels::WeightLayout::Tiled;
+  }
+  w->retile_scratch_.resize(w->retile_scratch_bytes_);
+  w->io_retile_scratch_.resize(w->retile_scratch_bytes_);
 
   for (int32_t l = 0; l < n_layers; ++l) {
     if (resident[l]) {
@@ -164,6 +179,14 @@ void WeightResidency::rebase(Layer& layer, const uint8_t* buffer) const {
   }
 }
 
+void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const {
+  for (const MatrixPlacement& m : layer.matrices) {
+    const kernels::WeightMatrix& w = layer.weights.*(m.field);
+    if (w.layout != kernels::WeightLayout::Tiled) continue;
+    kernels::retile_in_place(w.type, buffer + m.buffer_offset, w.rows, w.cols, scratch.data());
+  }
+}
+
 void WeightResidency::reschedule() {
   std::vector<const StreamUnit*> order;
   for (const Layer& layer : layers_) {
@@ -173,8 +196,12 @@ void WeightResidency::reschedule() {
   if (!streamer_) {
     std::vector<const DirectReader*> files;
     for (const auto& f : files_) files.push_back(f.get());
+    // Units are layers, their id the layer index; runs on the I/O thread.
+    auto retile_streamed = [this](const StreamUnit& unit, uint8_t* buffer) {
+      retile_layer(layers_[unit.id], buffer, io_retile_scratch_);
+    };
     streamer_ = std::make_unique<WeightStreamer>(std::move(files), options_.prefetch_depth + 1,
-                                                 max_layer_buffer_);
+                                                 max_layer_buffer_, retile_streamed);
   }
   streamer_->set_schedule(std::move(order));
 }
@@ -185,6 +212,7 @@ Status WeightResidency::load_layer(int32_t layer_index) {
   std::vector<const DirectReader*> files;
   for (const auto& f : files_) files.push_back(f.get());
   SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get()));
+  retile_layer(layer, memory.data.get(), retile_scratch_);
   layer.memory = std::move(memory);
   rebase(layer, layer.memory.data.get());
   return {};

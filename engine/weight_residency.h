@@ -11,9 +11,16 @@
 // The mapping itself is never read for these matrices, so the page cache does not fill
 // with weights (reads go through DirectReader).
 //
-// Thread contract: everything here runs on the engine thread; residency changes
-// (make_resident / make_streamed) happen between forward steps. Outputs never depend on
-// which layers are resident: the same bytes are read either way.
+// Q8_0 / Q4_0 matrices are rearranged in place into the kernels' tiled layout
+// (kernels::WeightLayout::Tiled) once their bytes are in memory: resident layers when they
+// are loaded, streamed layers by the streamer's I/O thread after each read, the output matrix
+// (unless tied to the embeddings) at creation. The kernels give bit-identical results on both
+// layouts, so this changes speed only.
+//
+// Thread contract: everything here runs on the engine thread (except the retiling of streamed
+// units, on the I/O thread with its own scratch); residency changes (make_resident /
+// make_streamed) happen between forward steps. Outputs never depend on which layers are
+// resident: the same bytes are read either way.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +93,8 @@ class WeightResidency final : public LayerWeightSource {
   // Lays out the units (which file ranges, where each matrix lands); no I/O.
   Status build_layout();
   void rebase(Layer& layer, const uint8_t* buffer) const;
+  // Rearranges a layer unit's tileable matrices in `buffer` into tiles, in place.
+  void retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const;
   Status load_layer(int32_t layer);  // read into memory (no rescheduling)
   void unload_layer(int32_t layer);  // free its memory (no rescheduling)
   void reschedule();  // streamed layers in forward order -> the streamer
@@ -99,6 +108,9 @@ class WeightResidency final : public LayerWeightSource {
   AlignedBytes non_layer_memory_;
   kernels::WeightMatrix token_embd_, output_;
   uint64_t max_layer_buffer_ = 0;
+  size_t retile_scratch_bytes_ = 0;
+  std::vector<uint8_t> retile_scratch_;     // engine thread
+  std::vector<uint8_t> io_retile_scratch_;  // the streamer's I/O thread
   std::unique_ptr<WeightStreamer> streamer_;  // created when the first layer is streamed
 };
 

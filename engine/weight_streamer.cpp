@@ -30,8 +30,11 @@ Status read_stream_unit(const std::vector<const DirectReader*>& files, const Str
 }
 
 WeightStreamer::WeightStreamer(std::vector<const DirectReader*> files, int32_t slots,
-                               uint64_t slot_bytes)
-    : files_(std::move(files)), slot_bytes_(slot_bytes), slots_(std::max(slots, 1)) {
+                               uint64_t slot_bytes, UnitPrepare prepare)
+    : files_(std::move(files)),
+      slot_bytes_(slot_bytes),
+      prepare_(std::move(prepare)),
+      slots_(std::max(slots, 1)) {
   for (Slot& s : slots_) s.buffer = AlignedBytes::allocate(slot_bytes_);
   io_thread_ = std::thread([this] { io_loop(); });
 }
@@ -95,6 +98,7 @@ void WeightStreamer::io_loop() {
     const auto start = Clock::now();
     Status st = read_stream_unit(files_, *unit, slot.buffer.data.get());
     const double seconds = seconds_between(start, Clock::now());
+    if (st.ok() && prepare_) prepare_(*unit, slot.buffer.data.get());
     lk.lock();
 
     stats_.read_seconds += seconds;

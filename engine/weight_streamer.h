@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -55,11 +56,17 @@ struct StreamerStats {
   uint64_t units_read = 0;
 };
 
+// Runs on the I/O thread after a unit was read into `buffer` (e.g. rearranging its weights
+// into the layout the kernels read), before the engine can acquire it. Must only touch the
+// buffer and state no other thread uses.
+using UnitPrepare = std::function<void(const StreamUnit& unit, uint8_t* buffer)>;
+
 class WeightStreamer {
  public:
   // files: indexed by UnitRange::file_index; must outlive the streamer. slots >= 1 buffers of
-  // slot_bytes each are allocated up front.
-  WeightStreamer(std::vector<const DirectReader*> files, int32_t slots, uint64_t slot_bytes);
+  // slot_bytes each are allocated up front. prepare: optional, see UnitPrepare.
+  WeightStreamer(std::vector<const DirectReader*> files, int32_t slots, uint64_t slot_bytes,
+                 UnitPrepare prepare = {});
   ~WeightStreamer();
   WeightStreamer(const WeightStreamer&) = delete;
   WeightStreamer& operator=(const WeightStreamer&) = delete;
@@ -94,6 +101,7 @@ class WeightStreamer {
 
   std::vector<const DirectReader*> files_;
   uint64_t slot_bytes_;
+  UnitPrepare prepare_;
   std::vector<Slot> slots_;
 
   mutable std::mutex mu_;

@@ -29,41 +29,27 @@ const KernelTable& kernels_for(Isa isa) {
   return scalar_kernel_table();
 }
 
-WeightSlot weight_slot(DType t) {
+DotKind dot_kind(DType t) {
   switch (t) {
-    case DType::F32: return WeightSlot::F32;
-    case DType::F16: return WeightSlot::F16;
-    case DType::BF16: return WeightSlot::BF16;
-    case DType::Q8_0: return WeightSlot::Q8_0;
-    case DType::Q4_0: return WeightSlot::Q4_0;
-    case DType::Q4_K: return WeightSlot::Q4_K;
-    case DType::Q6_K: return WeightSlot::Q6_K;
+    case DType::F32: return {DotFamily::Float, 0};
+    case DType::F16: return {DotFamily::Float, 1};
+    case DType::BF16: return {DotFamily::Float, 2};
+    case DType::Q8_0: return {DotFamily::Tile, 0};
+    case DType::Q4_0: return {DotFamily::Tile, 1};
+    case DType::Q4_K: return {DotFamily::KQuant, 0};
+    case DType::Q6_K: return {DotFamily::KQuant, 1};
   }
-  assert(false && "weight_slot: unsupported type");
-  return WeightSlot::F32;
+  assert(false && "dot_kind: unsupported type");
+  return {DotFamily::Float, 0};
 }
 
 ActivationFormat activation_format(DType t) {
-  switch (t) {
-    case DType::Q8_0:
-    case DType::Q4_0: return ActivationFormat::Q8_0;
-    case DType::Q4_K:
-    case DType::Q6_K: return ActivationFormat::Q8_K;
-    default: return ActivationFormat::F32;
+  switch (dot_kind(t).family) {
+    case DotFamily::Tile: return ActivationFormat::Q8;
+    case DotFamily::KQuant: return ActivationFormat::Q8_K;
+    case DotFamily::Float: break;
   }
-}
-
-size_t activation_row_bytes(ActivationFormat f, int64_t cols) {
-  switch (f) {
-    case ActivationFormat::F32: return 0;
-    case ActivationFormat::Q8_0: return size_t(cols / kQK8_0) * (2 + kQK8_0);
-    case ActivationFormat::Q8_K: return size_t(cols / kQK_K) * (4 + kQK_K + kQK_K / 8);
-  }
-  return 0;
-}
-
-size_t activation_row_stride(ActivationFormat f, int64_t cols) {
-  return (activation_row_bytes(f, cols) + 63) & ~size_t{63};
+  return ActivationFormat::F32;
 }
 
 void rope_table(int rot_dim, int64_t pos, float freq_base, float freq_scale,
@@ -82,6 +68,13 @@ void rope_table(int rot_dim, int64_t pos, float freq_base, float freq_scale,
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* scratch,
             ThreadPool& pool) {
   matmul(active_table(), w, x, m, y, scratch, pool);
+}
+
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) { active_table().to_fp16(x, y, n); }
+
+void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue) {
+  matmul_multi(active_table(), ws, x, m, ys, scratch, pool, prologue);
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
@@ -104,9 +97,16 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float f
   active_table().rope(x, n_heads, head_dim, rot_dim, cos_sin, style);
 }
 
-void attention(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-               int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
-  active_table().attention(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx) {
+  return size_t(n_tokens) * size_t(n_group) * size_t((n_ctx + 15) / 16 * 16);
+}
+
+void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               float* out, size_t out_stride, float* scratch) {
+  assert(n_tokens >= 1 && n_tokens <= kAttentionMaxTokens);
+  active_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out,
+                           out_stride, scratch);
 }
 
 }  // namespace spillway::kernels

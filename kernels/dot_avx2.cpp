@@ -1,9 +1,8 @@
 // AVX2 + FMA + F16C: activation quantizers and weight-row dot kernels.
 //
-// Q8_0 / Q4_0: per 32-value block, |w| x sign(x, w) through maddubs/madd (llama.cpp's
-// scheme), scaled by d_w * d_x into fp32 lanes. Q4_K / Q6_K: the integer sum of a 256
-// block is formed exactly and scaled once, in the scalar reference's order, so these are
-// bit-identical to it. Float weights: widened to fp32, fp32 FMA accumulation.
+// Every kernel keeps the per-output order of its contract in kernel_table.h (float weights:
+// 16 fp32 lanes over k; Q8_0 / Q4_0 tiles: exact block sums, one fma per block; Q4_K / Q6_K:
+// exact 256-block sums scaled once), so all are bit-identical to the scalar reference.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -51,18 +50,24 @@ inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
 
 // ---- activation quantizers (bit-identical to the scalar ones) -----------------------------
 
-void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<BlockQ8_0*>(dst);
+void quantize_q8(const float* x, int64_t n, int32_t offset, void* group, int row) {
+  const Q8Group g = q8_group(group, n);
+  auto* q4 = const_cast<int32_t*>(g.q4);
+  auto* d = const_cast<float*>(g.d);
+  auto* corr = const_cast<int32_t*>(g.corr);
   for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQK8_0) {
     const __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
     const __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
     const __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(v0), abs_ps(v1)), _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
     const float amax = hmax(m);
-    y[b].d = fp32_to_fp16(amax / 127.0f);
+    d[b * kTileActs + row] = half_to_float(fp32_to_fp16(amax / 127.0f));
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    const __m256i q = pack_i32_to_i8(_mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, id)),
-                                     _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v3, id)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), q);
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
+    const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+    corr[b * kTileActs + row] = -offset * hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+    alignas(32) int32_t words[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(words), pack_i32_to_i8(q0, q1, q2, q3));
+    for (int k = 0; k < 8; ++k) q4[(b * 8 + k) * kTileActs + row] = words[k];
   }
 }
 
@@ -120,31 +125,67 @@ struct LoadBF16 {
   }
 };
 
-template <class L, int NX>
-void dot_float_rows(const typename L::T* w, const uint8_t* x, size_t xs, int64_t cols, float* y, size_t ys) {
-  const float* xr[NX];
-  __m256 acc0[NX], acc1[NX];
+// One weight row against NX activation rows, lanes 0-7 and 8-15 of FloatDotFn's 16 in two
+// vectors.
+// kMul 4: a row of a tiled group (values k..k+15 at w + 4k), cols a multiple of 16.
+template <class L, int NX, int kMul = 1>
+void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
+  __m256 lo[NX], hi[NX];
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) {
-    xr[i] = reinterpret_cast<const float*>(x + i * xs);
-    acc0[i] = _mm256_setzero_ps();
-    acc1[i] = _mm256_setzero_ps();
+    lo[i] = _mm256_setzero_ps();
+    hi[i] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
-    const __m256 w0 = L::load(w + k), w1 = L::load(w + k + 8);
+    const __m256 w0 = L::load(w + kMul * k), w1 = L::load(w + kMul * k + 8);
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      acc0[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr[i] + k), acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr[i] + k + 8), acc1[i]);
+      lo[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * xs + k), lo[i]);
+      hi[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i * xs + k + 8), hi[i]);
     }
   }
-  for (; k + 8 <= cols; k += 8) {
-    const __m256 w0 = L::load(w + k);
-    for (int i = 0; i < NX; ++i) acc0[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr[i] + k), acc0[i]);
+  if (k < cols) {  // zero-padded tail: copy the remaining values into a padded buffer
+    alignas(32) float wt[16] = {}, xt[16];
+    for (int64_t t = k; t < cols; ++t) wt[t - k] = L::one(w + t);
+    const __m256 w0 = _mm256_load_ps(wt), w1 = _mm256_load_ps(wt + 8);
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      for (int t = 0; t < 16; ++t) xt[t] = k + t < cols ? x[i * xs + k + t] : 0.0f;
+      lo[i] = _mm256_fmadd_ps(w0, _mm256_load_ps(xt), lo[i]);
+      hi[i] = _mm256_fmadd_ps(w1, _mm256_load_ps(xt + 8), hi[i]);
+    }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) {
-    float s = hsum(_mm256_add_ps(acc0[i], acc1[i]));
-    for (int64_t t = k; t < cols; ++t) s += L::one(w + t) * xr[i][t];
-    y[i * ys] = s;
+    const __m256 s8 = _mm256_add_ps(lo[i], hi[i]);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    y[i * ys] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+}
+
+template <class L>
+void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
+                    int /*flags*/) {
+  const auto* g = static_cast<const typename L::T*>(w);
+  for (int j = 0; j < kFloatDotW; ++j) {
+    int i = 0;
+    for (; i + 3 <= nx; i += 3) float_dot_row<L, 3, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 2) float_dot_row<L, 2, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 1) float_dot_row<L, 1, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+  }
+}
+
+template <class L>
+void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int nx, int64_t cols, float* y,
+               size_t ys) {
+  for (int j = 0; j < nw; ++j) {
+    const auto* wr = reinterpret_cast<const typename L::T*>(static_cast<const uint8_t*>(w) + j * ws);
+    int i = 0;
+    for (; i + 3 <= nx; i += 3) float_dot_row<L, 3>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 2) float_dot_row<L, 2>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
+    if (nx - i == 1) float_dot_row<L, 1>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
   }
 }
 
@@ -157,73 +198,89 @@ void dot_float_rows(const typename L::T* w, const uint8_t* x, size_t xs, int64_t
     default: fn<4>(__VA_ARGS__); break;   \
   }
 
-template <class L>
-struct FloatDot {
-  template <int NX>
-  static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
-    dot_float_rows<L, NX>(static_cast<const typename L::T*>(w), static_cast<const uint8_t*>(x), xs, cols, y, ys);
+// ---- Q8_0 / Q4_0 tiles x Q8 activations ----------------------------------------------------
+// Rows 0-7 and 8-15 of a tile in two vectors of 8 int32 lanes. Q8_0 codes are turned back
+// into signed quants and multiplied as |w| x sign(x, w) (maddubs cannot take the unsigned
+// codes without saturating), so their block sums start from 0 instead of the correction;
+// Q4_0 nibbles (0..15) go into maddubs directly and start from the correction.
+
+// Activation rows i0..i0 + NX - 1 of the group x.
+template <bool kQ4, int NX>
+void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int i0, float* y,
+                    size_t ys, int flags) {
+  constexpr int kGroups = kQ4 ? 4 : 8;
+  constexpr size_t kCodeBytes = size_t(64) * kGroups;
+  __m256 flo[NX], fhi[NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) {
+    flo[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys) : _mm256_setzero_ps();
+    fhi[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys + 8) : _mm256_setzero_ps();
   }
-  static void run(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-    SPILLWAY_DISPATCH_NX(rows, nx, w, x, xs, cols, y, ys)
-  }
-};
-
-// ---- Q8_0 / Q4_0 weights x Q8_0 activations -----------------------------------------------
-
-// Per-lane int32 sums of w * x for 32 int8 pairs, as fp32 (|w| x sign(x, w), no saturation
-// since |x| <= 127).
-inline __m256 dot_i8_32(__m256i w_abs, __m256i w, __m256i x) {
-  const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(products, _mm256_set1_epi16(1)));
-}
-
-template <class DecodeBlock, int NX>
-void dot_q8_0_family(const uint8_t* w, size_t w_block_bytes, const uint8_t* x, size_t xs, int64_t cols, float* y,
-                     size_t ys, DecodeBlock decode) {
-  __m256 acc[NX];
-  for (int i = 0; i < NX; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    float dw;
-    const __m256i wq = decode(w + b * w_block_bytes, &dw);
-    const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(char(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* c = codes + b * kCodeBytes;
+    __m256i ilo[NX], ihi[NX];
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      const BlockQ8_0& xb = reinterpret_cast<const BlockQ8_0*>(x + i * xs)[b];
-      const __m256 d = _mm256_set1_ps(dw * half_to_float(xb.d));
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-      acc[i] = _mm256_fmadd_ps(d, dot_i8_32(w_abs, wq, xq), acc[i]);
+      ilo[i] = kQ4 ? _mm256_set1_epi32(x.corr[b * kTileActs + i0 + i]) : _mm256_setzero_si256();
+      ihi[i] = ilo[i];
+    }
+    #pragma GCC unroll 16
+    for (int g = 0; g < 4; ++g) {
+      if constexpr (kQ4) {
+        const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g));
+        const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g + 32));
+        const __m256i lo0 = _mm256_and_si256(raw0, low), lo1 = _mm256_and_si256(raw1, low);
+        const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low);
+        const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low);
+        #pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          const __m256i xa = _mm256_set1_epi32(x.q4[(b * 8 + g) * kTileActs + i0 + i]);
+          const __m256i xb = _mm256_set1_epi32(x.q4[(b * 8 + 4 + g) * kTileActs + i0 + i]);
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xa), _mm256_maddubs_epi16(hi0, xb));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xa), _mm256_maddubs_epi16(hi1, xb));
+          ilo[i] = _mm256_add_epi32(ilo[i], _mm256_madd_epi16(p0, ones));
+          ihi[i] = _mm256_add_epi32(ihi[i], _mm256_madd_epi16(p1, ones));
+        }
+      } else {
+        #pragma GCC unroll 16
+        for (int h = 0; h < 2; ++h) {  // code groups 2g and 2g + 1
+          const uint8_t* cg = c + 128 * g + 64 * h;
+          const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg)), bias);
+          const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg + 32)), bias);
+          const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+          #pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) {
+            const __m256i xv = _mm256_set1_epi32(x.q4[(b * 8 + 2 * g + h) * kTileActs + i0 + i]);
+            ilo[i] = _mm256_add_epi32(ilo[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(xv, w0)), ones));
+            ihi[i] = _mm256_add_epi32(ihi[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(xv, w1)), ones));
+          }
+        }
+      }
+    }
+    const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kTileRows)));
+    const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kTileRows + 8)));
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m256 dx = _mm256_set1_ps(x.d[b * kTileActs + i0 + i]);
+      flo[i] = _mm256_fmadd_ps(_mm256_mul_ps(dlo, dx), _mm256_cvtepi32_ps(ilo[i]), flo[i]);
+      fhi[i] = _mm256_fmadd_ps(_mm256_mul_ps(dhi, dx), _mm256_cvtepi32_ps(ihi[i]), fhi[i]);
     }
   }
-  for (int i = 0; i < NX; ++i) y[i * ys] = hsum(acc[i]);
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) {
+    _mm256_storeu_ps(y + i * ys, flo[i]);
+    _mm256_storeu_ps(y + i * ys + 8, fhi[i]);
+  }
 }
 
-struct DecodeQ8_0 {
-  __m256i operator()(const uint8_t* p, float* d) const {
-    const auto& b = *reinterpret_cast<const BlockQ8_0*>(p);
-    *d = half_to_float(b.d);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  }
-};
-struct DecodeQ4_0 {
-  __m256i operator()(const uint8_t* p, float* d) const {
-    const auto& b = *reinterpret_cast<const BlockQ4_0*>(p);
-    *d = half_to_float(b.d);
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
-  }
-};
-
-template <class Decode, size_t kBlockBytes>
-struct Q8_0FamilyDot {
-  template <int NX>
-  static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
-    dot_q8_0_family<Decode, NX>(static_cast<const uint8_t*>(w), kBlockBytes, static_cast<const uint8_t*>(x), xs, cols,
-                                y, ys, Decode{});
-  }
-  static void run(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-    SPILLWAY_DISPATCH_NX(rows, nx, w, x, xs, cols, y, ys)
-  }
-};
+template <bool kQ4>
+void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y, size_t ys,
+              int flags) {
+  int i = 0;
+  for (; i + 2 <= nx; i += 2) tile_dot_block<kQ4, 2>(wd, codes, nb, x, i, y + i * ys, ys, flags);
+  if (i < nx) tile_dot_block<kQ4, 1>(wd, codes, nb, x, i, y + i * ys, ys, flags);
+}
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
 
@@ -232,6 +289,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   const auto* wb = static_cast<const BlockQ4_K*>(w);
   const auto* xbase = static_cast<const uint8_t*>(x);
   float acc[NX];
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
@@ -241,6 +299,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
     const __m128i mins8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
     __m256i isum[NX];
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs + 32 * c));
@@ -248,6 +307,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
       const __m256i sc_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
       const __m256i sc_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
+      #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
         const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * c));
@@ -258,6 +318,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       }
     }
     const float dw = half_to_float(wb[b].d), dmin = half_to_float(wb[b].dmin);
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
@@ -266,6 +327,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       acc[i] += d * static_cast<float>(hsum_i32(isum[i])) - dm * static_cast<float>(sum_mins);
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
@@ -276,12 +338,15 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   const auto* wb = static_cast<const BlockQ6_K*>(w);
   const auto* xbase = static_cast<const uint8_t*>(x);
   float acc[NX];
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
     const BlockQ6_K& blk = wb[b];
     __m256i isum[NX];
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
@@ -295,6 +360,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * h + 2 * k;  // groups g (first 16 values) and g + 1
         const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(blk.scales[g + 1]), _mm_set1_epi16(blk.scales[g]));
+        #pragma GCC unroll 16
         for (int i = 0; i < NX; ++i) {
           const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
           const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 128 * h + 32 * k));
@@ -304,6 +370,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
     }
     const float dw = half_to_float(blk.d);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
       // q is stored +32: subtract 32 * sum_g scale_g * bsum_g.
@@ -312,6 +379,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       acc[i] += (xb.d * dw) * static_cast<float>(hsum_i32(isum[i]) - 32 * offset);
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
@@ -337,15 +405,18 @@ struct Q6KDot {
 }  // namespace
 
 void add_avx2_dot_kernels(KernelTable& t) {
-  t.quantize_q8_0 = quantize_act_q8_0;
+  t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
-  t.dot[int(WeightSlot::F32)] = FloatDot<LoadF32>::run;
-  t.dot[int(WeightSlot::F16)] = FloatDot<LoadF16>::run;
-  t.dot[int(WeightSlot::BF16)] = FloatDot<LoadBF16>::run;
-  t.dot[int(WeightSlot::Q8_0)] = Q8_0FamilyDot<DecodeQ8_0, sizeof(BlockQ8_0)>::run;
-  t.dot[int(WeightSlot::Q4_0)] = Q8_0FamilyDot<DecodeQ4_0, sizeof(BlockQ4_0)>::run;
-  t.dot[int(WeightSlot::Q4_K)] = Q4KDot::run;
-  t.dot[int(WeightSlot::Q6_K)] = Q6KDot::run;
+  t.float_dot[0] = float_dot<LoadF32>;
+  t.float_dot[1] = float_dot<LoadF16>;
+  t.float_dot[2] = float_dot<LoadBF16>;
+  t.float_tile_dot[0] = float_tile_dot<LoadF32>;
+  t.float_tile_dot[1] = float_tile_dot<LoadF16>;
+  t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
+  t.tile_dot[0] = tile_dot<false>;
+  t.tile_dot[1] = tile_dot<true>;
+  t.kquant_dot[0] = Q4KDot::run;
+  t.kquant_dot[1] = Q6KDot::run;
 }
 
 }  // namespace spillway::kernels

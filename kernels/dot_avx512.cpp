@@ -1,10 +1,11 @@
-// AVX-512 (F/BW/VL/DQ/VNNI) weight-row dot kernels. Activation quantizers come from the
-// AVX2 table (the AVX-512 table extends it).
+// AVX-512 (F/BW/VL/DQ/VNNI) dot kernels. Activation quantizers come from the AVX2 table
+// (the AVX-512 table extends it).
 //
-// Integer dots use VNNI vpdpbusd (u8 x s8 -> int32, no saturation): Q8_0 / Q4_0 as
-// |w| x sign(x, w) two blocks per zmm; Q4_K / Q6_K with their unsigned quants directly
-// (Q6_K's +32 offset removed through the activation block sums). K-quant integer sums are
-// formed exactly and scaled once per 256 block, as in the scalar reference.
+// Float weights: NW x NX register blocks of 16-lane fp32 FMA accumulators. Q8_0 / Q4_0:
+// 16-row tiles, one lane per weight row, VNNI vpdpbusd of unsigned codes against broadcast
+// activation bytes. Q4_K / Q6_K: row dots with their unsigned quants directly (Q6_K's +32
+// offset removed through the activation block sums). Every kernel keeps the per-output
+// order of its contract in kernel_table.h, so results equal the scalar reference bit for bit.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -19,6 +20,10 @@
 namespace spillway::kernels {
 
 namespace {
+
+// How far ahead (bytes of weights) the kernels prefetch when they stream weights once
+// (decode); the hardware prefetchers alone leave a fifth of the DRAM bandwidth unused.
+constexpr size_t kPrefetchBytes = 4096;
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -39,7 +44,20 @@ inline int32_t hsum_i32_256(__m256i v) {
     default: fn<4>(__VA_ARGS__); break;   \
   }
 
-// ---- float weights ------------------------------------------------------------------------
+inline __mmask16 tail_mask(int64_t remaining) {
+  return remaining >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << remaining) - 1);
+}
+
+// The reduction tree of FloatDotFn: (l + l+8), then (+4), (+2), (+1).
+inline float reduce_lanes(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// ---- float weights: NW rows x NX activation rows, 16 lanes over k ------------------------------
 
 struct LoadF32 {
   using T = float;
@@ -58,115 +76,192 @@ struct LoadBF16 {
   static __m512 load_masked(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-template <class L, int NX>
-void dot_float_rows(const typename L::T* w, const uint8_t* x, size_t xs, int64_t cols, float* y, size_t ys) {
-  const float* xr[NX];
-  __m512 acc0[NX], acc1[NX];
-  for (int i = 0; i < NX; ++i) {
-    xr[i] = reinterpret_cast<const float*>(x + i * xs);
-    acc0[i] = _mm512_setzero_ps();
-    acc1[i] = _mm512_setzero_ps();
+// NW weight rows x NX activation rows. Row-major: row j at w + j * ws bytes. Tiled (NW ==
+// kFloatDotW, cols a multiple of 16): one group, values k..k+15 of row j at element 4k + 16j.
+template <class L, int NW, int NX, bool kTiled = false>
+void float_dot_block(const uint8_t* w, size_t ws, const float* x, size_t xs, int64_t cols, float* y, size_t ys,
+                     bool prefetch_next = false) {
+  using T = typename L::T;
+  static_assert(!kTiled || NW == kFloatDotW);
+  const T* wr[NW];
+#pragma GCC unroll 16
+  for (int j = 0; j < NW; ++j) wr[j] = reinterpret_cast<const T*>(w + (kTiled ? 0 : j * ws));
+  __m512 acc[NW][NX];
+#pragma GCC unroll 16
+  for (int j = 0; j < NW; ++j) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) acc[j][i] = _mm512_setzero_ps();
   }
   int64_t k = 0;
-  for (; k + 32 <= cols; k += 32) {
-    const __m512 w0 = L::load(w + k), w1 = L::load(w + k + 16);
+  for (; k + 16 <= cols; k += 16) {
+    if (kTiled && prefetch_next) {  // the next group: 4 * cols values on; 4 * 16 values a step
+      const char* next = reinterpret_cast<const char*>(wr[0] + 4 * cols + 4 * k);
+#pragma GCC unroll 4
+      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+    }
+    __m512 wv[NW];
+#pragma GCC unroll 16
+    for (int j = 0; j < NW; ++j) wv[j] = L::load(kTiled ? wr[0] + 4 * k + 16 * j : wr[j] + k);
+#pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      acc0[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xr[i] + k), acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xr[i] + k + 16), acc1[i]);
+      const __m512 xv = _mm512_loadu_ps(x + i * xs + k);
+#pragma GCC unroll 16
+      for (int j = 0; j < NW; ++j) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
     }
   }
-  for (; k < cols; k += 16) {
-    const __mmask16 m = cols - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - k)) - 1);
-    const __m512 w0 = L::load_masked(w + k, m);
-    for (int i = 0; i < NX; ++i) acc0[i] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, xr[i] + k), acc0[i]);
+  if (!kTiled && k < cols) {
+    const __mmask16 m = tail_mask(cols - k);
+    __m512 wv[NW];
+#pragma GCC unroll 16
+    for (int j = 0; j < NW; ++j) wv[j] = L::load_masked(wr[j] + k, m);
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * xs + k);
+#pragma GCC unroll 16
+      for (int j = 0; j < NW; ++j) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
+    }
   }
-  for (int i = 0; i < NX; ++i) y[i * ys] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NW; ++j) y[i * ys + j] = reduce_lanes(acc[j][i]);
+  }
 }
 
 template <class L>
-struct FloatDot {
-  template <int NX>
-  static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
-    dot_float_rows<L, NX>(static_cast<const typename L::T*>(w), static_cast<const uint8_t*>(x), xs, cols, y, ys);
+void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
+                    int flags) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const bool next = flags & kTilePrefetchNext;
+  switch (nx) {
+    case 1: return float_dot_block<L, 4, 1, true>(wb, 0, x, xs, cols, y, ys, next);
+    case 2: return float_dot_block<L, 4, 2, true>(wb, 0, x, xs, cols, y, ys, next);
+    case 3: return float_dot_block<L, 4, 3, true>(wb, 0, x, xs, cols, y, ys, next);
+    case 4: return float_dot_block<L, 4, 4, true>(wb, 0, x, xs, cols, y, ys, next);
+    case 5: return float_dot_block<L, 4, 5, true>(wb, 0, x, xs, cols, y, ys, next);
+    default: return float_dot_block<L, 4, 6, true>(wb, 0, x, xs, cols, y, ys, next);
   }
-  static void run(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-    SPILLWAY_DISPATCH_NX(rows, nx, w, x, xs, cols, y, ys)
-  }
-};
-
-// ---- Q8_0 / Q4_0 weights x Q8_0 activations -----------------------------------------------
-
-struct DecodeQ8_0 {
-  static constexpr size_t kBytes = sizeof(BlockQ8_0);
-  static __m256i quants(const uint8_t* p) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ8_0*>(p)->qs));
-  }
-  static float scale(const uint8_t* p) { return half_to_float(reinterpret_cast<const BlockQ8_0*>(p)->d); }
-};
-struct DecodeQ4_0 {
-  static constexpr size_t kBytes = sizeof(BlockQ4_0);
-  static __m256i quants(const uint8_t* p) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const BlockQ4_0*>(p)->qs));
-    const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
-  }
-  static float scale(const uint8_t* p) { return half_to_float(reinterpret_cast<const BlockQ4_0*>(p)->d); }
-};
-
-inline __m256i load_x_quants(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-
-template <class D, int NX>
-void dot_q8_0_family(const uint8_t* w, const uint8_t* x, size_t xs, int64_t cols, float* y, size_t ys) {
-  const int64_t nb = cols / 32;
-  __m512 acc[NX];
-  for (int i = 0; i < NX; ++i) acc[i] = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const uint8_t* w0 = w + b * D::kBytes;
-    const __m512i wq = combine(D::quants(w0), D::quants(w0 + D::kBytes));
-    const __m512i w_abs = _mm512_abs_epi8(wq);
-    const __mmask64 negative = _mm512_movepi8_mask(wq);
-    const float d0 = D::scale(w0), d1 = D::scale(w0 + D::kBytes);
-    for (int i = 0; i < NX; ++i) {
-      const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x + i * xs) + b;
-      const __m512i xq = combine(load_x_quants(xb[0]), load_x_quants(xb[1]));
-      const __m512i x_signed = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
-      const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, x_signed);
-      const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0 * half_to_float(xb[0].d)),
-                                          _mm256_set1_ps(d1 * half_to_float(xb[1].d)), 1);
-      acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i]);
-    }
-  }
-  float tail[NX];
-  for (int i = 0; i < NX; ++i) tail[i] = 0.0f;
-  if (b < nb) {  // odd block count: one block in a ymm
-    const uint8_t* w0 = w + b * D::kBytes;
-    const __m256i wq = D::quants(w0);
-    const __m256i w_abs = _mm256_abs_epi8(wq);
-    const float d0 = D::scale(w0);
-    for (int i = 0; i < NX; ++i) {
-      const BlockQ8_0& xb = reinterpret_cast<const BlockQ8_0*>(x + i * xs)[b];
-      const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_abs, _mm256_sign_epi8(load_x_quants(xb), wq));
-      const __m256 s = _mm256_cvtepi32_ps(sums);
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_add_ss(h, _mm_movehdup_ps(h));
-      tail[i] = (d0 * half_to_float(xb.d)) * _mm_cvtss_f32(h);
-    }
-  }
-  for (int i = 0; i < NX; ++i) y[i * ys] = _mm512_reduce_add_ps(acc[i]) + tail[i];
 }
 
-template <class D>
-struct Q8_0FamilyDot {
-  template <int NX>
-  static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
-    dot_q8_0_family<D, NX>(static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(x), xs, cols, y, ys);
+template <class L, int NW>
+void float_dot_nw(const uint8_t* w, size_t ws, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  switch (nx) {
+    case 1: return float_dot_block<L, NW, 1>(w, ws, x, xs, cols, y, ys);
+    case 2: return float_dot_block<L, NW, 2>(w, ws, x, xs, cols, y, ys);
+    case 3: return float_dot_block<L, NW, 3>(w, ws, x, xs, cols, y, ys);
+    case 4: return float_dot_block<L, NW, 4>(w, ws, x, xs, cols, y, ys);
+    case 5: return float_dot_block<L, NW, 5>(w, ws, x, xs, cols, y, ys);
+    default: return float_dot_block<L, NW, 6>(w, ws, x, xs, cols, y, ys);
   }
-  static void run(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-    SPILLWAY_DISPATCH_NX(rows, nx, w, x, xs, cols, y, ys)
+}
+
+template <class L>
+void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int nx, int64_t cols, float* y,
+               size_t ys) {
+  static_assert(kFloatDotW == 4 && kFloatDotX == 6);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  switch (nw) {
+    case 1: return float_dot_nw<L, 1>(wb, ws, x, xs, nx, cols, y, ys);
+    case 2: return float_dot_nw<L, 2>(wb, ws, x, xs, nx, cols, y, ys);
+    case 3: return float_dot_nw<L, 3>(wb, ws, x, xs, nx, cols, y, ys);
+    default: return float_dot_nw<L, 4>(wb, ws, x, xs, nx, cols, y, ys);
   }
-};
+}
+
+// ---- Q8_0 / Q4_0 tiles x Q8 activations ------------------------------------------------------
+// Lane r of every vector is weight row r of the tile; a vpdpbusd of one 64-byte code group
+// against four broadcast activation bytes adds four products to each row's block sum, which
+// starts from the activation's correction term (so the unsigned codes give the signed sum).
+
+
+template <bool kQ4, int NX>
+void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
+                    int flags) {
+  constexpr int kGroups = kQ4 ? 4 : 8;
+  constexpr size_t kCodeBytes = size_t(64) * kGroups;
+  const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
+  __m512 facc[NX];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[i] = (flags & kTileAccumulate) ? _mm512_loadu_ps(y + i * ys) : _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int32_t* q4 = x.q4;
+  const float* xd = x.d;
+  const int32_t* corr = x.corr;
+  for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
+    const uint8_t* c = codes + b * kCodeBytes;
+    if (flags & (kTileStream | kTilePrefetchNext)) {  // fetch ahead of the hardware prefetcher
+      const size_t ahead = (flags & kTileStream) ? kPrefetchBytes : tile_bytes;
+#pragma GCC unroll 16
+      for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + o), _MM_HINT_T0);
+      if (b % 2 == 0) {  // the scales: 32 bytes a block
+        const char* scales = reinterpret_cast<const char*>(wd + b * kTileRows);
+        _mm_prefetch(scales + ((flags & kTileStream) ? kPrefetchBytes / kCodeBytes * kTileRows * sizeof(uint16_t) : tile_bytes),
+                     _MM_HINT_T0);
+      }
+    }
+    // kChains partial sums per activation row (integers: their order cannot matter), so a
+    // block's vpdpbusd are not one dependent chain when few rows share the weights.
+    constexpr int kChains = NX >= 4 ? 1 : (NX == 1 ? 4 : 2);
+    __m512i acc[kChains][NX];
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      acc[0][i] = _mm512_set1_epi32(corr[i]);
+#pragma GCC unroll 4
+      for (int k = 1; k < kChains; ++k) acc[k][i] = _mm512_setzero_si512();
+    }
+    if constexpr (kQ4) {
+#pragma GCC unroll 16
+      for (int g = 0; g < 4; ++g) {
+        const __m512i raw = _mm512_loadu_si512(c + 64 * g);
+        const __m512i lo = _mm512_and_si512(raw, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+        const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          acc[klo][i] = _mm512_dpbusd_epi32(acc[klo][i], lo, _mm512_set1_epi32(q4[g * kTileActs + i]));
+          acc[khi][i] = _mm512_dpbusd_epi32(acc[khi][i], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs + i]));
+        }
+      }
+    } else {
+#pragma GCC unroll 16
+      for (int g = 0; g < 8; ++g) {
+        const __m512i w = _mm512_loadu_si512(c + 64 * g);
+        const int kc = g % kChains;
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) acc[kc][i] = _mm512_dpbusd_epi32(acc[kc][i], w, _mm512_set1_epi32(q4[g * kTileActs + i]));
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 4
+      for (int k = 1; k < kChains; ++k) acc[0][i] = _mm512_add_epi32(acc[0][i], acc[k][i]);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kTileRows)));
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i]));
+      facc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(acc[0][i]), facc[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
+}
+
+template <bool kQ4>
+void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y, size_t ys,
+              int flags) {
+  static_assert(kTileActs == 8 && kTileRows == 16);
+  switch (nx) {
+    case 1: return tile_dot_block<kQ4, 1>(wd, codes, nb, x, y, ys, flags);
+    case 2: return tile_dot_block<kQ4, 2>(wd, codes, nb, x, y, ys, flags);
+    case 3: return tile_dot_block<kQ4, 3>(wd, codes, nb, x, y, ys, flags);
+    case 4: return tile_dot_block<kQ4, 4>(wd, codes, nb, x, y, ys, flags);
+    case 5: return tile_dot_block<kQ4, 5>(wd, codes, nb, x, y, ys, flags);
+    case 6: return tile_dot_block<kQ4, 6>(wd, codes, nb, x, y, ys, flags);
+    case 7: return tile_dot_block<kQ4, 7>(wd, codes, nb, x, y, ys, flags);
+    default: return tile_dot_block<kQ4, 8>(wd, codes, nb, x, y, ys, flags);
+  }
+}
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
 
@@ -175,6 +270,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   const auto* wb = static_cast<const BlockQ4_K*>(w);
   const auto* xbase = static_cast<const uint8_t*>(x);
   float acc[NX];
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
@@ -184,11 +280,13 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
     const __m128i mins8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
     __m512i isum[NX];
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) isum[i] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs + 32 * c));
       const __m512i nibbles = combine(_mm256_and_si256(q, low_mask), _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask));
       const __m512i scales = combine(_mm256_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]));
+      #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
         const __m512i xq = _mm512_loadu_si512(xb.qs + 64 * c);
@@ -197,6 +295,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       }
     }
     const float dw = half_to_float(wb[b].d), dmin = half_to_float(wb[b].dmin);
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
@@ -205,6 +304,7 @@ void dot_q4_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       acc[i] += d * static_cast<float>(_mm512_reduce_add_epi32(isum[i])) - dm * static_cast<float>(sum_mins);
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
@@ -223,12 +323,15 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   const auto* wb = static_cast<const BlockQ6_K*>(w);
   const auto* xbase = static_cast<const uint8_t*>(x);
   float acc[NX];
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
   const __m512i m4 = _mm512_set1_epi8(0x0F), m2h = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
     const BlockQ6_K& blk = wb[b];
     __m512i isum[NX];
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) isum[i] = _mm512_setzero_si512();
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
@@ -238,6 +341,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       const __m512i q_b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                           _mm512_and_si512(_mm512_slli_epi16(qh_b, 4), m2h));
       const __m512i sc_a = group_scales(blk.scales + 8 * h), sc_b = group_scales(blk.scales + 8 * h + 4);
+      #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
         const __m512i xa = _mm512_loadu_si512(xb.qs + 128 * h), xbq = _mm512_loadu_si512(xb.qs + 128 * h + 64);
@@ -248,6 +352,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
     }
     const float dw = half_to_float(blk.d);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
@@ -255,6 +360,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       acc[i] += (xb.d * dw) * static_cast<float>(_mm512_reduce_add_epi32(isum[i]) - 32 * offset);
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
@@ -280,13 +386,16 @@ struct Q6KDot {
 }  // namespace
 
 void add_avx512_dot_kernels(KernelTable& t) {
-  t.dot[int(WeightSlot::F32)] = FloatDot<LoadF32>::run;
-  t.dot[int(WeightSlot::F16)] = FloatDot<LoadF16>::run;
-  t.dot[int(WeightSlot::BF16)] = FloatDot<LoadBF16>::run;
-  t.dot[int(WeightSlot::Q8_0)] = Q8_0FamilyDot<DecodeQ8_0>::run;
-  t.dot[int(WeightSlot::Q4_0)] = Q8_0FamilyDot<DecodeQ4_0>::run;
-  t.dot[int(WeightSlot::Q4_K)] = Q4KDot::run;
-  t.dot[int(WeightSlot::Q6_K)] = Q6KDot::run;
+  t.float_dot[0] = float_dot<LoadF32>;
+  t.float_dot[1] = float_dot<LoadF16>;
+  t.float_dot[2] = float_dot<LoadBF16>;
+  t.float_tile_dot[0] = float_tile_dot<LoadF32>;
+  t.float_tile_dot[1] = float_tile_dot<LoadF16>;
+  t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
+  t.tile_dot[0] = tile_dot<false>;
+  t.tile_dot[1] = tile_dot<true>;
+  t.kquant_dot[0] = Q4KDot::run;
+  t.kquant_dot[1] = Q6KDot::run;
 }
 
 }  // namespace spillway::kernels

@@ -7,33 +7,116 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/kernels.h"
 
 namespace spillway::kernels {
 
-// Weight types matmul supports, as a dense index for the dot table.
-enum class WeightSlot : int { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Count };
-constexpr int kWeightSlots = static_cast<int>(WeightSlot::Count);
-WeightSlot weight_slot(DType t);
+// The dot family of a weight type and its index in that family's KernelTable array:
+// Float (float_dot: F32 0, F16 1, BF16 2), Tile (tile_dot: Q8_0 0, Q4_0 1),
+// KQuant (kquant_dot: Q4_K 0, Q6_K 1).
+enum class DotFamily { Float, Tile, KQuant };
+struct DotKind {
+  DotFamily family;
+  int index;
+};
+DotKind dot_kind(DType t);
 
 // How matmul presents activations to the dot kernels of a weight type.
 enum class ActivationFormat {
   F32,   // the caller's fp32 rows as they are
-  Q8_0,  // rows of BlockQ8_0 (32 values, fp16 d = amax/127), for Q8_0 / Q4_0 weights
+  Q8,    // interleaved groups of int8 rows (below), for Q8_0 / Q4_0 weights
   Q8_K,  // rows of BlockQ8_K (256 values, float d, int16 bsums), for Q4_K / Q6_K weights
 };
 ActivationFormat activation_format(DType t);
-// Bytes of one activation row of `cols` values in the format (0 for F32: no copy).
-size_t activation_row_bytes(ActivationFormat f, int64_t cols);
-// Row stride used in the scratch: activation_row_bytes rounded up to 64.
-size_t activation_row_stride(ActivationFormat f, int64_t cols);
 
+// ---- quantized activations for Q8_0 / Q4_0 weights ------------------------------------
+// Rows are quantized as llama.cpp's quantize_row_q8_0 (32-value blocks, d = fp16(amax / 127),
+// q = round-half-even(x * 127 / amax)) into groups of kTileActs rows, interleaved so that a
+// tile kernel reads the same four elements of every row of the group at one pointer. A
+// group of n-value rows (nb = n / 32 blocks) takes q8_group_bytes(n) bytes:
+//   int32_t q4[nb][8][kTileActs]   q4[b][g][i]: q of elements 4g..4g+3 of block b, row i
+//   float   d[nb][kTileActs]       the block scale fp16(amax / 127), widened (exact)
+//   int32_t corr[nb][kTileActs]    -offset * (sum of the block's q)
+// corr lets the dot kernels multiply unsigned weight codes: q_w = code - offset (Q8_0:
+// code = q + 128, offset 128; Q4_0: code = nibble, offset 8), so that
+// sum(q_w * q_x) = sum(code * q_x) + corr.
+constexpr int kTileActs = 8;
+size_t q8_group_bytes(int64_t n);
+// The arrays of a group, advanced to block b0.
+struct Q8Group {
+  const int32_t* q4 = nullptr;
+  const float* d = nullptr;
+  const int32_t* corr = nullptr;
+};
+Q8Group q8_group(const void* group, int64_t n, int64_t b0 = 0);
+// Quantizes n values (a multiple of 32) into row `row` (< kTileActs) of a group. Every ISA's
+// quantizer gives bit-identical output.
+using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int32_t offset, void* group, int row);
+// Bytes of one Q8_K activation row of `cols` values, a multiple of 64.
+size_t q8_k_row_stride(int64_t cols);
+
+// ---- row-interleaved weight tiles (WeightLayout::Tiled: Q8_0, Q4_0) ---------------------
+// kTileRows consecutive weight rows of nb blocks are stored as
+//   uint16_t d[nb][16]                 fp16 scale of block b of row r at d[b][r]
+//   uint8_t  codes[nb][G][16][4]       G = 8 (Q8_0) or 4 (Q4_0) groups of four bytes
+// Q8_0: codes[b][g][r][l] = q[b][4g + l] + 128 (as uint8); Q4_0: codes[b][g][r][l] =
+// qs[b][4g + l], i.e. element 4g + l in the low nibble and 16 + 4g + l in the high one.
+// A tile takes exactly the bytes of its 16 rows; rows after the last full tile stay
+// row-major after the tiles. So a vpdpbusd of one 64-byte group against four broadcast
+// activation bytes advances 16 rows by four elements.
+constexpr int kTileRows = 16;
+int tile_groups(DType t);                 // G; 0 if t has no tiled layout
+size_t tile_block_code_bytes(DType t);    // 16 * 4 * G
+
+// Packs blocks [b0, b0 + nbc) of n_rows (<= 16) row-major rows (row r at rows + r * row_bytes)
+// into a tile's arrays: wd[nbc][16], codes[nbc][G][16][4]; rows n_rows..15 are zero.
+void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64_t b0, int64_t nbc,
+               uint16_t* wd, uint8_t* codes);
+
+// The tile dot: for weight row r < 16 and activation row i < nx (1..kTileActs) of a group:
+//   acc = (flags & kTileAccumulate) ? y[i * ys + r] : 0
+//   for b < nb: acc = fma(d_w[b][r] * d_x[b][i], float(isum[b][r][i]), acc)
+//   y[i * ys + r] = acc
+// isum is the exact integer block dot. This per-output order is the contract of every
+// implementation of Q8_0 / Q4_0 weights (tiled or row-major, any ISA, any m), so results
+// are bit-identical between them. wd / codes: a tile's arrays advanced to block b0, x the
+// group at the same block. Prefetch hints (they change no result): kTileStream, the tile is
+// read from memory for the first time (prefetch ahead in it); kTilePrefetchNext, the tile is
+// in cache and the next tile of the matrix (right after it: a full tile of nb blocks) is
+// prefetched meanwhile.
+constexpr int kTileAccumulate = 1;
+constexpr int kTileStream = 2;
+constexpr int kTilePrefetchNext = 4;
+using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x,
+                           int nx, float* y, size_t ys, int flags);
+
+// ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
+// Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values
+// k0..k0+15 of row r are at element (k0 * kFloatDotW + 16 r) of the group, so a group is read
+// as one sequential run. float_dot_tiled computes full groups in the same order as float_dot.
+// y[i * ys + j] = w_j . x_i for j < nw (1..kFloatDotW), i < nx (1..kFloatDotX); w_j at
+// w + j * w_stride bytes, x_i at x + i * x_stride floats. Every implementation computes each
+// output in this order: 16 lanes, lane l = fma-accumulated w[k] * x[k] over k = l (mod 16)
+// in increasing k (the row zero-padded to a multiple of 16), then
+// s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2],
+// y = s2[0] + s2[1]. Results are bit-identical across ISAs, tilings and m.
+constexpr int kFloatDotW = 4;
+constexpr int kFloatDotX = 6;
+using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride,
+                            int nx, int64_t cols, float* y, size_t ys);
+// One tiled group of kFloatDotW rows at w (cols a multiple of 16) against nx activation rows.
+// flags: kTilePrefetchNext prefetches the next group (right after this one) meanwhile.
+using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
+                                size_t ys, int flags);
+
+// ---- K-quant weights (Q4_K / Q6_K) x Q8_K activations ----------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.
 constexpr int kMaxDotRows = 4;
-
 // y[i * y_stride] = w_row · x_i for i < nx (1 <= nx <= kMaxDotRows), where x_i is the
-// activation row at x + i * x_stride bytes, in activation_format(weight type); cols values.
+// activation row at x + i * x_stride bytes (BlockQ8_K); cols values. The integer sum of each
+// 256 block is exact and scaled once, in the scalar reference's order.
 using DotRowsFn = void (*)(const void* w_row, const void* x, size_t x_stride, int nx,
                            int64_t cols, float* y, size_t y_stride);
 // n values -> activation blocks. Every ISA's quantizer gives bit-identical output.
@@ -41,10 +124,14 @@ using QuantizeActivationsFn = void (*)(const float* x, void* dst, int64_t n);
 
 struct KernelTable {
   Isa isa = Isa::Scalar;
-  QuantizeActivationsFn quantize_q8_0 = nullptr;  // n multiple of 32
+  QuantizeQ8Fn quantize_q8 = nullptr;             // n multiple of 32
   QuantizeActivationsFn quantize_q8_K = nullptr;  // n multiple of 256
-  DotRowsFn dot[kWeightSlots] = {};
+  FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
+  FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
+  TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
+  DotRowsFn kquant_dot[2] = {};                   // Q4_K, Q6_K
 
+  void (*to_fp16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;
   void (*softmax)(float* x, int64_t n) = nullptr;
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
@@ -53,13 +140,17 @@ struct KernelTable {
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,
                RopeStyle style) = nullptr;
-  void (*attention)(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                    int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) = nullptr;
+  // As kernels::attention (kernels.h).
+  void (*attention)(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+                    const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+                    float* out, size_t out_stride, float* scratch) = nullptr;
 };
 
-// matmul() on a given table (the public matmul uses the active one).
+// matmul() / matmul_multi() on a given table (the public ones use the active table).
 void matmul(const KernelTable& kt, const WeightMatrix& w, const float* x, int64_t m, float* y,
             void* scratch, ThreadPool& pool);
+void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue = {});
 
 // Largest rot_dim rope() accepts (its angle table lives on the stack).
 constexpr int kMaxRopeDim = 1024;

@@ -24,6 +24,8 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);   // round to nearest even
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);   // round to nearest even
+// y[i] = fp32_to_fp16(x[i]) for i < n (dispatched; bit-identical on every ISA).
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
 
 // dst[0..n) = row of n elements of type t starting at src (n multiple of block_elems).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
@@ -31,14 +33,34 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 // ---- matrix multiply ----------------------------------------------------------------
-// A weight matrix as stored in a model file: `rows` rows of `cols` elements each,
-// row r at data + r * row_bytes(type, cols). cols is a multiple of block_elems(type).
+// How a weight matrix's bytes are arranged.
+enum class WeightLayout : uint8_t {
+  Rows,   // as stored in a model file: row r at data + r * row_bytes(type, cols)
+  Tiled,  // the type's row-interleaved tiles (kernels/kernel_table.h): Q8_0 / Q4_0 tiles of
+          // 16 rows, F32 / F16 / BF16 groups of 4 rows interleaved every 16 values; the rows
+          // after the last full tile stay row-major after the tiles. Same number of bytes.
+};
+
+// A weight matrix: `rows` rows of `cols` elements each. cols is a multiple of
+// block_elems(type). Both layouts give bit-identical matmul results.
 struct WeightMatrix {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0;  // output features (n)
   int64_t cols = 0;  // input features (k)
+  WeightLayout layout = WeightLayout::Rows;
 };
+
+// True when a matrix of type t and width cols has a Tiled layout (Q8_0, Q4_0; F32, F16,
+// BF16 when cols is a multiple of 16). matmul streams tiles as one sequential run of memory
+// (decode) and reads them with fewer cache misses (prefill, batched decode).
+bool has_tiled_layout(DType t, int64_t cols);
+// Scratch bytes retile_in_place needs for rows of `cols` elements of type t.
+size_t retile_scratch_bytes(DType t, int64_t cols);
+// Rewrites `rows` row-major rows of type t at data into the Tiled layout in place (the byte
+// count is unchanged). has_tiled_layout(t, cols) must hold. scratch: retile_scratch_bytes.
+// Single-threaded, no allocation.
+void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch);
 
 // Bytes of scratch matmul() needs for m activation rows against a weight of this shape
 // (e.g. activations quantized to int8 blocks for quantized weights).
@@ -50,6 +72,23 @@ size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m);
 // 64-byte aligned.
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, void* scratch,
             ThreadPool& pool);
+
+// Writes activation row `row` of a matmul's input before matmul reads it (e.g. the RMSNorm
+// or SwiGLU producing it), fused into the pass that quantizes the rows for quantized weights
+// so each row is still in L1 when it is quantized. Called once per row, on any pool thread.
+struct RowPrologue {
+  void (*fn)(void* ctx, int64_t row) = nullptr;
+  void* ctx = nullptr;
+};
+
+// matmul of several weight matrices that share the input x (e.g. Q, K and V): ys[j] =
+// x W_j^T, with the activations quantized once and the work of all of them spread over the
+// pool in one pass (matrices of different types or widths run one after the other).
+// scratch: the largest matmul_scratch_bytes of them. Each ys[j] is what matmul would give.
+// prologue (optional) produces the rows of x first.
+void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool,
+                  RowPrologue prologue = {});
 
 // ---- row operations (one row, single thread) ---------------------------------------
 // y = x / sqrt(mean(x^2) + eps) * weight     (weight may be nullptr: no scale). y may alias x.
@@ -74,9 +113,11 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float f
 
 // ---- attention over a paged KV cache ------------------------------------------------
 // One layer's K (or V) cache: blocks of block_size tokens; token t of a sequence lives in
-// block block_table[t / block_size] at row t % block_size. Element (token row, kv head h,
-// dim d) is at data[block * block_stride + row * token_stride + h * head_dim + d].
-// type is F32 or F16.
+// block block_table[t / block_size] at row t % block_size. Element (row r, kv head h, dim d)
+// is at data[block * block_stride + r * token_stride + h * head_stride + d * dim_stride].
+// type is F32 or F16. The engine keeps V row-major (dim_stride 1) and K transposed inside
+// each block and head (token_stride 1, dim_stride block_size), so that attention reads one
+// dim of consecutive keys as a vector; any strides work.
 struct KvView {
   DType type = DType::F16;
   const void* data = nullptr;
@@ -84,13 +125,25 @@ struct KvView {
   int32_t block_size = 0;
   int64_t block_stride = 0;  // elements
   int64_t token_stride = 0;  // elements
+  int64_t head_stride = 0;   // elements
+  int64_t dim_stride = 1;    // elements
 };
 
-// For the n_group query heads that share kv head kv_head (GQA), attend over context
-// positions [0, n_ctx): out[g, :] = softmax(scale * q[g]·K[t]) · V[t].
-// q, out: [n_group, head_dim]; scratch: n_ctx floats.
-void attention(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-               int kv_head, int64_t n_ctx, float scale, float* out, float* scratch);
+// Attention of n_tokens (1..kAttentionMaxTokens) consecutive query tokens of one sequence
+// with the n_group query heads that share kv head kv_head (GQA: K and V are read once for
+// all of them). Token j is at position pos0 + j and attends context positions
+// [0, pos0 + j]: out[j][g] = softmax(scale * q[j][g] . K[t]) . V.
+// q: token j's heads [n_group, head_dim] at q + j * q_stride floats; out likewise with
+// out_stride. scratch: attention_scratch_floats(n_tokens, n_group, pos0 + n_tokens).
+// The arithmetic of one (token, head) does not depend on n_tokens or n_group:
+// score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; softmax;
+// out = fma over t in increasing order of p_t * v_t, from 0. So a token's output is the same
+// whichever tokens are computed with it (batched or alone, prefill chunked or not).
+constexpr int kAttentionMaxTokens = 4;
+size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx);
+void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
+               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               float* out, size_t out_stride, float* scratch);
 
 // ---- per-ISA tables (tests and benches) ---------------------------------------------
 struct KernelTable;  // defined in kernels/kernel_table.h

@@ -23,14 +23,25 @@ int nearest_int(float v) {
 
 // ---- activation quantizers ----------------------------------------------------------
 
-void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
-  auto* y = static_cast<BlockQ8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK8_0; ++i, x += kQK8_0) {
+void quantize_q8(const float* x, int64_t n, int32_t offset, void* group, int row) {
+  const int64_t nb = n / kQK8_0;
+  const Q8Group g = q8_group(group, n);
+  auto* q4 = const_cast<int32_t*>(g.q4);
+  auto* d = const_cast<float*>(g.d);
+  auto* corr = const_cast<int32_t*>(g.corr);
+  for (int64_t b = 0; b < nb; ++b, x += kQK8_0) {
     float amax = 0.0f;
     for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-    y[i].d = fp32_to_fp16(amax / 127.0f);
+    d[b * kTileActs + row] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < kQK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+    int32_t sum = 0;
+    int8_t q[kQK8_0];
+    for (int j = 0; j < kQK8_0; ++j) {
+      q[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+      sum += q[j];
+    }
+    for (int k = 0; k < 8; ++k) std::memcpy(&q4[(b * 8 + k) * kTileActs + row], q + 4 * k, 4);
+    corr[b * kTileActs + row] = -offset * sum;
   }
 }
 
@@ -68,66 +79,94 @@ void for_each_row(const void* x, size_t x_stride, int nx, float* y, size_t y_str
   }
 }
 
-void dot_f32(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wr = static_cast<const float*>(w);
-  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
-    const auto* xf = reinterpret_cast<const float*>(xr);
-    float acc = 0.0f;
-    for (int64_t k = 0; k < cols; ++k) acc += wr[k] * xf[k];
-    return acc;
-  });
+// ---- float weights: the 16-lane order of FloatDotFn ----------------------------------------
+
+struct WidenF32 {
+  using T = float;
+  static float get(const float* p) { return *p; }
+};
+struct WidenF16 {
+  using T = uint16_t;
+  static float get(const uint16_t* p) { return fp16_to_fp32(*p); }
+};
+struct WidenBF16 {
+  using T = uint16_t;
+  static float get(const uint16_t* p) { return bf16_to_fp32(*p); }
+};
+
+// w_at(k): weight k of the row, widened.
+template <class WeightAt>
+float dot_float_lanes(WeightAt w_at, const float* x, int64_t cols) {
+  float lane[16] = {};
+  const int64_t padded = (cols + 15) / 16 * 16;
+  for (int64_t k = 0; k < padded; ++k) {
+    const float wk = k < cols ? w_at(k) : 0.0f;
+    const float xk = k < cols ? x[k] : 0.0f;
+    lane[k % 16] = std::fma(wk, xk, lane[k % 16]);
+  }
+  float s8[8], s4[4], s2[2];
+  for (int l = 0; l < 8; ++l) s8[l] = lane[l] + lane[l + 8];
+  for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+  for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+  return s2[0] + s2[1];
 }
 
-void dot_f16(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wr = static_cast<const uint16_t*>(w);
-  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
-    const auto* xf = reinterpret_cast<const float*>(xr);
-    float acc = 0.0f;
-    for (int64_t k = 0; k < cols; ++k) acc += fp16_to_fp32(wr[k]) * xf[k];
-    return acc;
-  });
-}
-
-void dot_bf16(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wr = static_cast<const uint16_t*>(w);
-  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
-    const auto* xf = reinterpret_cast<const float*>(xr);
-    float acc = 0.0f;
-    for (int64_t k = 0; k < cols; ++k) acc += bf16_to_fp32(wr[k]) * xf[k];
-    return acc;
-  });
-}
-
-void dot_q8_0(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wb = static_cast<const BlockQ8_0*>(w);
-  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
-    const auto* xb = reinterpret_cast<const BlockQ8_0*>(xr);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < cols / kQK8_0; ++b) {
-      int32_t sum = 0;
-      for (int j = 0; j < kQK8_0; ++j) sum += wb[b].qs[j] * xb[b].qs[j];
-      acc += (fp16_to_fp32(wb[b].d) * fp16_to_fp32(xb[b].d)) * static_cast<float>(sum);
+template <class L>
+void float_dot(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride, int nx,
+               int64_t cols, float* y, size_t ys) {
+  for (int j = 0; j < nw; ++j) {
+    const auto* wr = reinterpret_cast<const typename L::T*>(static_cast<const uint8_t*>(w) + j * w_stride);
+    for (int i = 0; i < nx; ++i) {
+      y[i * ys + j] = dot_float_lanes([&](int64_t k) { return L::get(wr + k); }, x + i * x_stride, cols);
     }
-    return acc;
-  });
+  }
 }
 
-void dot_q4_0(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wb = static_cast<const BlockQ4_0*>(w);
-  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
-    const auto* xb = reinterpret_cast<const BlockQ8_0*>(xr);
-    float acc = 0.0f;
-    for (int64_t b = 0; b < cols / kQK4_0; ++b) {
-      int32_t sum = 0;
-      for (int j = 0; j < kQK4_0 / 2; ++j) {
-        sum += ((wb[b].qs[j] & 0x0F) - 8) * xb[b].qs[j];
-        sum += ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + kQK4_0 / 2];
+// A tiled group of kFloatDotW rows: row j's values gathered, then float_dot's order.
+template <class L>
+void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y, size_t ys,
+                    int /*flags*/) {
+  const auto* g = static_cast<const typename L::T*>(w);
+  for (int j = 0; j < kFloatDotW; ++j) {
+    auto w_at = [&](int64_t k) { return L::get(g + (k / 16) * 16 * kFloatDotW + 16 * j + k % 16); };
+    for (int i = 0; i < nx; ++i) y[i * ys + j] = dot_float_lanes(w_at, x + i * x_stride, cols);
+  }
+}
+
+// ---- Q8_0 / Q4_0 tiles: the sequential block order of TileDotFn -----------------------------
+
+template <DType T>
+void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y,
+              size_t ys, int flags) {
+  const size_t code_bytes = tile_block_code_bytes(T);
+  for (int i = 0; i < nx; ++i) {
+    for (int r = 0; r < kTileRows; ++r) {
+      float acc = (flags & kTileAccumulate) ? y[i * ys + r] : 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int8_t q[kQK8_0];  // row i's quants of block b
+        for (int k = 0; k < 8; ++k) std::memcpy(q + 4 * k, &x.q4[(b * 8 + k) * kTileActs + i], 4);
+        const uint8_t* c = codes + b * code_bytes;
+        int32_t isum = x.corr[b * kTileActs + i];
+        for (int g = 0; g < tile_groups(T); ++g) {
+          for (int l = 0; l < 4; ++l) {
+            const int code = c[(g * kTileRows + r) * 4 + l];
+            if constexpr (T == DType::Q8_0) {
+              isum += code * q[4 * g + l];
+            } else {
+              isum += (code & 0x0F) * q[4 * g + l];
+              isum += (code >> 4) * q[16 + 4 * g + l];
+            }
+          }
+        }
+        const float s = fp16_to_fp32(wd[b * kTileRows + r]) * x.d[b * kTileActs + i];
+        acc = std::fma(s, static_cast<float>(isum), acc);
       }
-      acc += (fp16_to_fp32(wb[b].d) * fp16_to_fp32(xb[b].d)) * static_cast<float>(sum);
+      y[i * ys + r] = acc;
     }
-    return acc;
-  });
+  }
 }
+
+// ---- K-quants ------------------------------------------------------------------------------
 
 void dot_q4_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
   const auto* wb = static_cast<const BlockQ4_K*>(w);
@@ -173,6 +212,10 @@ void dot_q6_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, flo
 }
 
 // ---- row operations -------------------------------------------------------------------
+
+void to_fp16_scalar(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
 
 void rms_norm_scalar(const float* x, const float* weight, float* y, int64_t n, float eps) {
   double sum = 0.0;
@@ -226,72 +269,54 @@ void rope_scalar(float* x, int n_heads, int head_dim, int rot_dim, const float* 
 
 // ---- attention --------------------------------------------------------------------------
 
-template <class Elem>
-float load_kv(const Elem* p, int64_t d) {
-  if constexpr (sizeof(Elem) == 2) {
-    return fp16_to_fp32(p[d]);
-  } else {
-    return p[d];
-  }
+float load_kv(const KvView& view, int64_t t, int head, int d) {
+  const int64_t block = view.block_table[t / view.block_size];
+  const int64_t e = block * view.block_stride + (t % view.block_size) * view.token_stride +
+                    int64_t(head) * view.head_stride + int64_t(d) * view.dim_stride;
+  return view.type == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(view.data)[e])
+                                 : static_cast<const float*>(view.data)[e];
 }
 
-template <class Elem>
-void attention_typed(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                     int kv_head, int64_t n_ctx, float scale, float* out, float* scores) {
-  const auto* kdata = static_cast<const Elem*>(k.data);
-  const auto* vdata = static_cast<const Elem*>(v.data);
-  for (int g = 0; g < n_group; ++g) {
-    const float* qg = q + int64_t(g) * head_dim;
-    float* og = out + int64_t(g) * head_dim;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += k.block_size) {
-      const int64_t block = k.block_table[t0 / k.block_size];
-      const Elem* base = kdata + block * k.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = std::min<int64_t>(k.block_size, n_ctx - t0);
-      for (int64_t r = 0; r < count; ++r) {
-        const Elem* kr = base + r * k.token_stride;
+void attention_scalar(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                      const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                      float* scratch) {
+  assert(k.type == v.type && (k.type == DType::F16 || k.type == DType::F32));
+  for (int j = 0; j < n_tokens; ++j) {
+    const int64_t n_ctx = pos0 + j + 1;
+    for (int g = 0; g < n_group; ++g) {
+      const float* qg = q + j * q_stride + int64_t(g) * head_dim;
+      float* og = out + j * out_stride + int64_t(g) * head_dim;
+      for (int64_t t = 0; t < n_ctx; ++t) {
         float acc = 0.0f;
-        for (int d = 0; d < head_dim; ++d) acc += qg[d] * load_kv(kr, d);
-        scores[t0 + r] = acc * scale;
+        for (int d = 0; d < head_dim; ++d) acc = std::fma(qg[d], load_kv(k, t, kv_head, d), acc);
+        scratch[t] = acc * scale;
+      }
+      softmax_scalar(scratch, n_ctx);
+      for (int d = 0; d < head_dim; ++d) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < n_ctx; ++t) acc = std::fma(scratch[t], load_kv(v, t, kv_head, d), acc);
+        og[d] = acc;
       }
     }
-    softmax_scalar(scores, n_ctx);
-    for (int d = 0; d < head_dim; ++d) og[d] = 0.0f;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += v.block_size) {
-      const int64_t block = v.block_table[t0 / v.block_size];
-      const Elem* base = vdata + block * v.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = std::min<int64_t>(v.block_size, n_ctx - t0);
-      for (int64_t r = 0; r < count; ++r) {
-        const Elem* vr = base + r * v.token_stride;
-        const float p = scores[t0 + r];
-        for (int d = 0; d < head_dim; ++d) og[d] += p * load_kv(vr, d);
-      }
-    }
-  }
-}
-
-void attention_scalar(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v,
-                      int kv_head, int64_t n_ctx, float scale, float* out, float* scratch) {
-  assert(k.type == v.type);
-  if (k.type == DType::F16) {
-    attention_typed<uint16_t>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
-  } else {
-    assert(k.type == DType::F32);
-    attention_typed<float>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
   }
 }
 
 constexpr KernelTable make_scalar_table() {
   KernelTable t;
   t.isa = Isa::Scalar;
-  t.quantize_q8_0 = quantize_act_q8_0;
+  t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
-  t.dot[int(WeightSlot::F32)] = dot_f32;
-  t.dot[int(WeightSlot::F16)] = dot_f16;
-  t.dot[int(WeightSlot::BF16)] = dot_bf16;
-  t.dot[int(WeightSlot::Q8_0)] = dot_q8_0;
-  t.dot[int(WeightSlot::Q4_0)] = dot_q4_0;
-  t.dot[int(WeightSlot::Q4_K)] = dot_q4_k;
-  t.dot[int(WeightSlot::Q6_K)] = dot_q6_k;
+  t.float_dot[0] = float_dot<WidenF32>;
+  t.float_dot[1] = float_dot<WidenF16>;
+  t.float_dot[2] = float_dot<WidenBF16>;
+  t.float_tile_dot[0] = float_tile_dot<WidenF32>;
+  t.float_tile_dot[1] = float_tile_dot<WidenF16>;
+  t.float_tile_dot[2] = float_tile_dot<WidenBF16>;
+  t.tile_dot[0] = tile_dot<DType::Q8_0>;
+  t.tile_dot[1] = tile_dot<DType::Q4_0>;
+  t.kquant_dot[0] = dot_q4_k;
+  t.kquant_dot[1] = dot_q6_k;
+  t.to_fp16 = to_fp16_scalar;
   t.rms_norm = rms_norm_scalar;
   t.softmax = softmax_scalar;
   t.silu_mul = silu_mul_scalar;

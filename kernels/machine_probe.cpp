@@ -91,7 +91,7 @@ double peak(ThreadPool& pool, uint64_t (*loop)(int64_t, Sink*), const ProbeOptio
 }  // namespace
 
 const ProbeLoops& probe_loops(Isa isa) {
-  static const ProbeLoops scalar = {read_scalar, int8_scalar, nullptr, fp32_scalar};
+  static const ProbeLoops scalar = {read_scalar, nullptr, int8_scalar, nullptr, fp32_scalar};
   switch (isa) {
     case Isa::Avx512: return probe_loops_avx512();
     case Isa::Avx2: return probe_loops_avx2();
@@ -116,17 +116,20 @@ MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& o) {
     });
     std::vector<uint64_t> sinks(pool.size());
     for (int r = 0; r < o.repeats; ++r) {
-      auto t = Clock::now();
-      sinks[0] ^= loops.read(buffer, bytes);
-      m.dram_read_bytes_per_second_1_thread =
-          std::max(m.dram_read_bytes_per_second_1_thread, bytes / seconds_since(t));
-      const size_t per_thread = bytes / pool.size() / 256 * 256;
-      t = Clock::now();
-      pool.run_on_all([&](int thread) {
-        sinks[thread] ^= loops.read(buffer + per_thread * thread, per_thread);
-      });
-      m.dram_read_bytes_per_second =
-          std::max(m.dram_read_bytes_per_second, per_thread * pool.size() / seconds_since(t));
+      for (auto read : {loops.read, loops.read_prefetch}) {
+        if (!read) continue;
+        auto t = Clock::now();
+        sinks[0] ^= read(buffer, bytes);
+        m.dram_read_bytes_per_second_1_thread =
+            std::max(m.dram_read_bytes_per_second_1_thread, bytes / seconds_since(t));
+        const size_t per_thread = bytes / pool.size() / 256 * 256;
+        t = Clock::now();
+        pool.run_on_all([&](int thread) {
+          sinks[thread] ^= read(buffer + per_thread * thread, per_thread);
+        });
+        m.dram_read_bytes_per_second =
+            std::max(m.dram_read_bytes_per_second, per_thread * pool.size() / seconds_since(t));
+      }
     }
     std::free(buffer);
   }

@@ -3,7 +3,8 @@
 // shared and noisy: ratios measured together are what compare).
 //
 // - DRAM read bandwidth: streaming vector loads over a buffer much larger than the caches,
-//   on one thread and on every pool thread.
+//   on one thread and on every pool thread; the better of plain loads and loads with
+//   software prefetch.
 // - int8 multiply-accumulate peak: vpdpbusd (AVX-512 VNNI), else vpmaddubsw + vpmaddwd
 //   (AVX2), as the quantized dot kernels use.
 // - bf16 peak: vdpbf16ps (AVX-512 BF16); 0 where the CPU lacks it.
@@ -47,6 +48,9 @@ MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& options = {});
 // each MAC adds 1 * 3; bf16 and fp32: each adds ~1e-3 * 2e-3 resp. 1e-3 * 0.999).
 struct ProbeLoops {
   uint64_t (*read)(const uint8_t* p, size_t n) = nullptr;
+  // The same with software prefetches ahead of the loads (null: none). The probe reports the
+  // faster of the two, so kernels that prefetch are compared with what prefetching reaches.
+  uint64_t (*read_prefetch)(const uint8_t* p, size_t n) = nullptr;
   uint64_t (*int8_macs)(int64_t iterations, uint32_t* sink) = nullptr;
   uint64_t (*bf16_macs)(int64_t iterations, float* sink) = nullptr;  // null: unsupported
   uint64_t (*fp32_macs)(int64_t iterations, float* sink) = nullptr;

@@ -1,6 +1,11 @@
-// matmul driver: activation quantization into the caller's scratch, then weight-row
-// chunks handed out to the pool's threads; inside a chunk, a tile of activation rows is
-// swept against each weight row while both stay in cache.
+// matmul driver: activations in the weight type's dot format (quantized once into the
+// caller's scratch, shared by every matrix of a matmul_multi), then units of weight rows of
+// every matrix handed out to the pool's threads through one atomic counter (a descheduled
+// thread does not hold the others up). Inside a unit, blocks of activation rows sweep the
+// unit's weights while they stay in cache.
+//
+// Per-output arithmetic is fixed by the dot contracts (kernel_table.h), so neither the
+// unit sizes, the thread count, m, nor the weight layout change any result bit.
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -15,80 +20,332 @@ namespace {
 constexpr int64_t kSerialWorkLimit = 64 * 1024;
 // Below this many activation values quantization runs on the calling thread.
 constexpr int64_t kSerialQuantizeLimit = 64 * 1024;
-// Cache budgets of one inner tile (bytes of weights, bytes of activations).
-constexpr int64_t kWeightTileBytes = 64 * 1024;
-constexpr int64_t kActivationTileBytes = 256 * 1024;
+// Row-major Q8_0 / Q4_0 weights are packed into tiles on the fly, this many blocks of up to
+// kMaxTilesPerUnit tiles at a time, in a stack buffer.
+constexpr int64_t kPackBlocks = 32;
+constexpr int kMaxTilesPerUnit = 4;
+// Float weights: rows per unit when several activation rows share them (~128 KiB of F16
+// weights at d = 2048, an L2-resident block).
+constexpr int64_t kFloatRowsPerUnit = 32;
+constexpr int kMaxJobs = 4;
+// Up to this many activation rows, a tile of weights is swept by all of them before the next.
+constexpr int64_t kFewActivationRows = 4 * kTileActs;
+
+// Units for n items split over threads: about `per_thread` units per thread, each at most
+// max_items and at least 1 item.
+int64_t items_per_unit(int64_t n, int threads, int64_t per_thread, int64_t max_items) {
+  return std::clamp<int64_t>(n / (int64_t(threads) * per_thread), 1, max_items);
+}
+
+// Runs fn(u) for u in [0, n_units) on the pool's threads. Thread t owns the contiguous
+// range [n t / T, n (t + 1) / T) and walks it in order (one sequential stream through the
+// weights, which the hardware prefetchers follow); a thread done with its range takes units
+// from the others' ranges, so a descheduled thread does not hold the step up.
+template <class Fn>
+void run_split(ThreadPool& pool, int64_t n_units, Fn&& fn) {
+  constexpr int kMaxRanges = 64;
+  const int n_threads = pool.size();
+  if (n_threads > kMaxRanges) {
+    std::atomic<int64_t> next{0};
+    pool.run_on_all([&](int) {
+      for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) fn(u);
+    });
+    return;
+  }
+  struct alignas(64) Range {
+    std::atomic<int64_t> next;
+    int64_t end;
+  };
+  Range ranges[kMaxRanges];
+  for (int t = 0; t < n_threads; ++t) {
+    ranges[t].next.store(n_units * t / n_threads, std::memory_order_relaxed);
+    ranges[t].end = n_units * (t + 1) / n_threads;
+  }
+  pool.run_on_all([&](int thread) {
+    for (int k = 0; k < n_threads; ++k) {
+      Range& r = ranges[(thread + k) % n_threads];
+      for (int64_t u; (u = r.next.fetch_add(1, std::memory_order_relaxed)) < r.end;) fn(u);
+    }
+  });
+}
+
+// Everything one unit of work needs: the kernels, the shared activations, the shape.
+struct Context {
+  const KernelTable& kt;
+  const float* x;        // fp32 activations [m, cols]
+  const uint8_t* xq;     // quantized activations (Q8 groups or Q8_K rows), or null
+  int64_t m;
+  int threads;
+};
+
+// ---- float weights -------------------------------------------------------------------------
+
+int64_t float_rows_per_unit(const WeightMatrix& w, const Context& c) {
+  const int64_t rows = items_per_unit(w.rows, c.threads, 4, c.m == 1 ? w.rows : kFloatRowsPerUnit);
+  return (rows + kFloatDotW - 1) / kFloatDotW * kFloatDotW;
+}
+
+void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+  const int index = dot_kind(w.type).index;
+  const FloatDotFn dot = c.kt.float_dot[index];
+  const FloatTileDotFn tile_dot = c.kt.float_tile_dot[index];
+  const int64_t rows = w.rows, cols = w.cols;
+  const size_t rb = size_t(row_bytes(w.type, cols));
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  // Tiled: groups of kFloatDotW rows up to here, the rest row-major.
+  const int64_t tiled_rows = w.layout == WeightLayout::Tiled ? rows / kFloatDotW * kFloatDotW : 0;
+  const int64_t per_unit = float_rows_per_unit(w, c);
+  const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
+  auto rows_group = [&](int64_t j, int64_t i, int flags) {
+    const int nx = static_cast<int>(std::min<int64_t>(kFloatDotX, c.m - i));
+    if (j < tiled_rows) {
+      tile_dot(wdata + j * rb, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows), flags);
+    } else {
+      const int nw = static_cast<int>(std::min<int64_t>(kFloatDotW, r1 - j));
+      dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+    }
+  };
+  if (c.m <= kFewActivationRows) {
+    // Decode and batched decode: each group of weight rows read once from DRAM and reused
+    // from L1 by every activation block, the last of which prefetches the next group.
+    for (int64_t j = r0; j < r1; j += kFloatDotW) {
+      for (int64_t i = 0; i < c.m; i += kFloatDotX) {
+        const bool last = i + kFloatDotX >= c.m && c.m > kFloatDotX;
+        rows_group(j, i, last && j + 2 * kFloatDotW <= tiled_rows ? kTilePrefetchNext : 0);
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < c.m; i += kFloatDotX) {
+    for (int64_t j = r0; j < r1; j += kFloatDotW) rows_group(j, i, 0);
+  }
+}
+
+// ---- Q8_0 / Q4_0 tiles ---------------------------------------------------------------------
+
+int64_t tiles_per_unit(const WeightMatrix& w, const Context& c) {
+  return items_per_unit(w.rows / kTileRows, c.threads, c.m == 1 ? 4 : 2, kMaxTilesPerUnit);
+}
+
+int64_t tile_units(const WeightMatrix& w, const Context& c) {
+  const int64_t full = w.rows / kTileRows, per_unit = tiles_per_unit(w, c);
+  return (full + per_unit - 1) / per_unit + (w.rows % kTileRows ? 1 : 0);
+}
+
+void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+  const TileDotFn dot = c.kt.tile_dot[dot_kind(w.type).index];
+  const int64_t rows = w.rows, cols = w.cols, nb = cols / kQK8_0, m = c.m;
+  const size_t rb = size_t(row_bytes(w.type, cols));
+  const size_t group_bytes = q8_group_bytes(cols);
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const int64_t full_tiles = rows / kTileRows, per_unit = tiles_per_unit(w, c);
+  const int64_t n_tile_units = (full_tiles + per_unit - 1) / per_unit;
+  if (u < n_tile_units) {
+    const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
+    const int n_tiles = static_cast<int>(t1 - t0);
+    if (w.layout == WeightLayout::Tiled) {
+      auto tile_group = [&](int t, int64_t i, int flags) {
+        const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
+        const uint8_t* tile = wdata + (t0 + t) * kTileRows * rb;
+        dot(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb,
+            q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx, y + i * rows + (t0 + t) * kTileRows,
+            size_t(rows), flags);
+      };
+      if (m <= kFewActivationRows) {
+        // Batched decode: each tile read once from DRAM by the first activation group and
+        // reused from L1 by the others, the last of which prefetches the next tile.
+        for (int t = 0; t < n_tiles; ++t) {
+          for (int64_t i = 0; i < m; i += kTileActs) {
+            const bool last = i + kTileActs >= m;
+            tile_group(t, i, i == 0 ? kTileStream : (last && (t0 + t + 1) < full_tiles ? kTilePrefetchNext : 0));
+          }
+        }
+      } else {  // prefill: each activation group stays in L1 across the unit's tiles (in L2)
+        for (int64_t i = 0; i < m; i += kTileActs) {
+          for (int t = 0; t < n_tiles; ++t) tile_group(t, i, i == 0 ? kTileStream : 0);
+        }
+      }
+      return;
+    }
+    // Row-major weights: pack kPackBlocks blocks of the unit's tiles, sweep every activation
+    // row over them, carry the outputs in y to the next blocks.
+    alignas(64) uint16_t wd[kMaxTilesPerUnit][kPackBlocks * kTileRows];
+    alignas(64) uint8_t codes[kMaxTilesPerUnit][kPackBlocks * kTileRows * 4 * 8];
+    for (int64_t b0 = 0; b0 < nb; b0 += kPackBlocks) {
+      const int64_t nbc = std::min(kPackBlocks, nb - b0);
+      for (int t = 0; t < n_tiles; ++t) {
+        pack_tile(w.type, wdata + (t0 + t) * kTileRows * rb, rb, kTileRows, b0, nbc, wd[t], codes[t]);
+      }
+      for (int64_t i = 0; i < m; i += kTileActs) {
+        const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
+        const Q8Group xg = q8_group(c.xq + (i / kTileActs) * group_bytes, cols, b0);
+        for (int t = 0; t < n_tiles; ++t) {
+          dot(wd[t], codes[t], nbc, xg, nx, y + i * rows + (t0 + t) * kTileRows, size_t(rows),
+              b0 > 0 ? kTileAccumulate : 0);
+        }
+      }
+    }
+    return;
+  }
+  // The rows after the last full tile (row-major in both layouts): zero-padded tiles,
+  // outputs through a [kTileActs][16] buffer.
+  const int tail_rows = static_cast<int>(rows % kTileRows);
+  const uint8_t* tail = wdata + full_tiles * kTileRows * rb;
+  alignas(64) uint16_t wd[kPackBlocks * kTileRows];
+  alignas(64) uint8_t codes[kPackBlocks * kTileRows * 4 * 8];
+  alignas(64) float out[kTileActs * kTileRows];
+  for (int64_t i = 0; i < m; i += kTileActs) {
+    const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
+    for (int64_t b0 = 0; b0 < nb; b0 += kPackBlocks) {
+      const int64_t nbc = std::min(kPackBlocks, nb - b0);
+      pack_tile(w.type, tail, rb, tail_rows, b0, nbc, wd, codes);
+      dot(wd, codes, nbc, q8_group(c.xq + (i / kTileActs) * group_bytes, cols, b0), nx, out, kTileRows,
+          b0 > 0 ? kTileAccumulate : 0);
+    }
+    for (int a = 0; a < nx; ++a) {
+      for (int r = 0; r < tail_rows; ++r) y[(i + a) * rows + full_tiles * kTileRows + r] = out[a * kTileRows + r];
+    }
+  }
+}
+
+// ---- K-quants ------------------------------------------------------------------------------
+
+int64_t kquant_rows_per_unit(const WeightMatrix& w, const Context& c) {
+  const int64_t w_row_bytes = row_bytes(w.type, w.cols);
+  return items_per_unit(w.rows, c.threads, 4, c.m == 1 ? w.rows : std::max<int64_t>(1, (64 << 10) / w_row_bytes));
+}
+
+void kquant_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+  const DotRowsFn dot = c.kt.kquant_dot[dot_kind(w.type).index];
+  const int64_t rows = w.rows, cols = w.cols, m = c.m;
+  const size_t x_stride = q8_k_row_stride(cols);
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const int64_t w_row_bytes = row_bytes(w.type, cols);
+  const int64_t per_unit = kquant_rows_per_unit(w, c);
+  int64_t act_tile = std::max<int64_t>(kMaxDotRows, (256 << 10) / int64_t(x_stride));
+  act_tile = std::min(m, act_tile / kMaxDotRows * kMaxDotRows);
+  const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
+  for (int64_t i0 = 0; i0 < m; i0 += act_tile) {
+    const int64_t i1 = std::min(m, i0 + act_tile);
+    for (int64_t j = r0; j < r1; ++j) {
+      const uint8_t* w_row = wdata + j * w_row_bytes;
+      for (int64_t i = i0; i < i1; i += kMaxDotRows) {
+        const int nx = static_cast<int>(std::min<int64_t>(kMaxDotRows, i1 - i));
+        dot(w_row, c.xq + i * x_stride, x_stride, nx, cols, y + i * rows + j, size_t(rows));
+      }
+    }
+  }
+}
+
+// ---- the driver ------------------------------------------------------------------------------
+
+int64_t units_of(const WeightMatrix& w, const Context& c) {
+  switch (dot_kind(w.type).family) {
+    case DotFamily::Float: {
+      const int64_t per_unit = float_rows_per_unit(w, c);
+      return (w.rows + per_unit - 1) / per_unit;
+    }
+    case DotFamily::Tile: return tile_units(w, c);
+    case DotFamily::KQuant: {
+      const int64_t per_unit = kquant_rows_per_unit(w, c);
+      return (w.rows + per_unit - 1) / per_unit;
+    }
+  }
+  return 0;
+}
+
+void run_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+  switch (dot_kind(w.type).family) {
+    case DotFamily::Float: return float_unit(c, w, y, u);
+    case DotFamily::Tile: return tile_unit(c, w, y, u);
+    case DotFamily::KQuant: return kquant_unit(c, w, y, u);
+  }
+}
+
+// Runs the prologue on each of the m activation rows and quantizes them into scratch in the
+// format of weight type t (F32: the prologue only).
+void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t m, int64_t cols, uint8_t* xq,
+                         ThreadPool& pool, bool serial, RowPrologue prologue) {
+  const ActivationFormat format = activation_format(t);
+  if (format == ActivationFormat::F32 && !prologue.fn) return;
+  auto quantize = [&](int64_t i) {
+    if (prologue.fn) prologue.fn(prologue.ctx, i);
+    if (format == ActivationFormat::F32) return;
+    if (format == ActivationFormat::Q8) {
+      const int32_t offset = t == DType::Q8_0 ? 128 : 8;
+      kt.quantize_q8(x + i * cols, cols, offset, xq + (i / kTileActs) * q8_group_bytes(cols),
+                     static_cast<int>(i % kTileActs));
+    } else {
+      kt.quantize_q8_K(x + i * cols, xq + i * q8_k_row_stride(cols), cols);
+    }
+  };
+  if (serial || m == 1 || m * cols < kSerialQuantizeLimit) {
+    for (int64_t i = 0; i < m; ++i) quantize(i);
+  } else {
+    pool.parallel_for(m, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) quantize(i);
+    });
+  }
+}
+
 }  // namespace
 
 size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m) {
-  const ActivationFormat f = activation_format(w.type);
-  if (f == ActivationFormat::F32) return 0;
-  return size_t(m) * activation_row_stride(f, w.cols);
+  switch (activation_format(w.type)) {
+    case ActivationFormat::F32: return 0;
+    case ActivationFormat::Q8: return size_t((m + kTileActs - 1) / kTileActs) * q8_group_bytes(w.cols);
+    case ActivationFormat::Q8_K: return size_t(m) * q8_k_row_stride(w.cols);
+  }
+  return 0;
+}
+
+void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws, const float* x, int64_t m,
+                  std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue) {
+  assert(ws.size() == ys.size() && !ws.empty());
+  if (m <= 0) return;
+  // One shared activation format: the same type and width. Otherwise one matrix at a time.
+  bool shared = ws.size() <= size_t(kMaxJobs);
+  int64_t work = 0;
+  for (const WeightMatrix* w : ws) {
+    assert(w->cols % block_elems(w->type) == 0);
+    assert(w->layout == WeightLayout::Rows || has_tiled_layout(w->type, w->cols));
+    shared = shared && w->type == ws[0]->type && w->cols == ws[0]->cols;
+    work += w->rows * w->cols * m;
+  }
+  if (!shared) {
+    for (size_t j = 0; j < ws.size(); ++j) {
+      matmul_multi(kt, ws.subspan(j, 1), x, m, ys.subspan(j, 1), scratch, pool, j == 0 ? prologue : RowPrologue{});
+    }
+    return;
+  }
+  const DType type = ws[0]->type;
+  const int64_t cols = ws[0]->cols;
+  const bool serial = pool.size() == 1 || work < kSerialWorkLimit;
+  auto* xq = static_cast<uint8_t*>(scratch);
+  assert(scratch != nullptr || activation_format(type) == ActivationFormat::F32);
+  prepare_activations(kt, type, x, m, cols, xq, pool, serial, prologue);
+  const Context c{kt, x, xq, m, serial ? 1 : pool.size()};
+  int64_t first_unit[kMaxJobs + 1] = {0};
+  for (size_t j = 0; j < ws.size(); ++j) first_unit[j + 1] = first_unit[j] + units_of(*ws[j], c);
+  const int64_t n_units = first_unit[ws.size()];
+  auto run = [&](int64_t u) {
+    size_t j = 0;
+    while (u >= first_unit[j + 1]) ++j;
+    run_unit(c, *ws[j], ys[j], u - first_unit[j]);
+  };
+  if (serial || n_units == 1) {
+    for (int64_t u = 0; u < n_units; ++u) run(u);
+    return;
+  }
+  run_split(pool, n_units, run);
 }
 
 void matmul(const KernelTable& kt, const WeightMatrix& w, const float* x, int64_t m, float* y,
             void* scratch, ThreadPool& pool) {
-  if (m <= 0 || w.rows <= 0) return;
-  assert(w.cols % block_elems(w.type) == 0);
-  const DotRowsFn dot = kt.dot[static_cast<int>(weight_slot(w.type))];
-  const int64_t rows = w.rows, cols = w.cols;
-  const bool serial = pool.size() == 1 || rows * cols * m < kSerialWorkLimit;
-
-  // Activations in the weight type's dot format.
-  const ActivationFormat format = activation_format(w.type);
-  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  size_t x_stride = size_t(cols) * sizeof(float);
-  if (format != ActivationFormat::F32) {
-    assert(scratch != nullptr);
-    x_stride = activation_row_stride(format, cols);
-    const QuantizeActivationsFn quantize =
-        format == ActivationFormat::Q8_0 ? kt.quantize_q8_0 : kt.quantize_q8_K;
-    auto* out = static_cast<uint8_t*>(scratch);
-    auto quantize_rows = [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) quantize(x + i * cols, out + i * x_stride, cols);
-    };
-    if (serial || m * cols < kSerialQuantizeLimit || m == 1) {
-      quantize_rows(0, m);
-    } else {
-      pool.parallel_for(m, quantize_rows);
-    }
-    xa = out;
-  }
-
-  const auto* wdata = static_cast<const uint8_t*>(w.data);
-  const int64_t w_row_bytes = row_bytes(w.type, cols);
-  const int n_threads = serial ? 1 : pool.size();
-  // Chunk of weight rows: small enough to stay in L2 while the activation tile sweeps it,
-  // and at least a few chunks per thread so a descheduled thread does not stall the rest.
-  int64_t chunk = m == 1 ? rows : std::max<int64_t>(1, kWeightTileBytes / std::max<int64_t>(1, w_row_bytes));
-  chunk = std::min(chunk, std::max<int64_t>(1, rows / (int64_t(n_threads) * 4)));
-  const int64_t n_chunks = (rows + chunk - 1) / chunk;
-  int64_t act_tile = std::max<int64_t>(kMaxDotRows, kActivationTileBytes / int64_t(x_stride));
-  act_tile = std::min(m, act_tile / kMaxDotRows * kMaxDotRows);
-
-  std::atomic<int64_t> next_chunk{0};
-  auto run_chunks = [&](int) {
-    for (;;) {
-      const int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks) return;
-      const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
-      for (int64_t i0 = 0; i0 < m; i0 += act_tile) {
-        const int64_t i1 = std::min(m, i0 + act_tile);
-        for (int64_t j = r0; j < r1; ++j) {
-          const uint8_t* w_row = wdata + j * w_row_bytes;
-          for (int64_t i = i0; i < i1; i += kMaxDotRows) {
-            const int nx = static_cast<int>(std::min<int64_t>(kMaxDotRows, i1 - i));
-            dot(w_row, xa + i * x_stride, x_stride, nx, cols, y + i * rows + j, size_t(rows));
-          }
-        }
-      }
-    }
-  };
-  if (n_threads == 1) {
-    run_chunks(0);
-  } else {
-    pool.run_on_all(run_chunks);
-  }
+  if (w.rows <= 0) return;
+  const WeightMatrix* ws[] = {&w};
+  float* ys[] = {y};
+  matmul_multi(kt, ws, x, m, ys, scratch, pool);
 }
 
 }  // namespace spillway::kernels

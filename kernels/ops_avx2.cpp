@@ -204,85 +204,127 @@ struct KvF16 {
   static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 
-template <class L>
-float dot_row(const float* q, const typename L::T* k, int head_dim) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int d = 0;
-  for (; d + 16 <= head_dim; d += 16) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), L::load(k + d), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), L::load(k + d + 8), a1);
-  }
-  for (; d + 8 <= head_dim; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), L::load(k + d), a0);
-  float s = hsum(_mm256_add_ps(a0, a1));
-  for (; d < head_dim; ++d) s += q[d] * L::one(k + d);
-  return s;
-}
+// Scores with lanes over keys (16 keys transposed into kt, two vectors per dim), p . V with
+// lanes over dims accumulated in the output rows; the fma order of the contract in kernels.h.
+constexpr int kMaxSimdHeadDim = 256;
 
 template <class L>
-void attention_typed(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v, int kv_head,
-                     int64_t n_ctx, float scale, float* out, float* scores) {
+void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int cnt, float* kt) {
   using T = typename L::T;
-  const auto* kdata = static_cast<const T*>(k.data);
-  const auto* vdata = static_cast<const T*>(v.data);
-  for (int g = 0; g < n_group; ++g) {
-    const float* qg = q + int64_t(g) * head_dim;
-    float* og = out + int64_t(g) * head_dim;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += k.block_size) {
-      const T* base = kdata + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = n_ctx - t0 < k.block_size ? n_ctx - t0 : k.block_size;
-      for (int64_t r = 0; r < count; ++r) scores[t0 + r] = dot_row<L>(qg, base + r * k.token_stride, head_dim) * scale;
+  const T* data = static_cast<const T*>(k.data);
+  const int64_t bs = k.block_size;
+  for (int i = 0; i < 16; ++i) {
+    if (i >= cnt) {
+      for (int d = 0; d < head_dim; ++d) kt[d * 16 + i] = 0.0f;
+      continue;
     }
-    softmax_avx2(scores, n_ctx);
-    // out = sum_t p_t V_t, 32 output dims at a time held in registers.
-    int d0 = 0;
-    for (; d0 + 8 <= head_dim; d0 += 32) {
-      const int width = head_dim - d0 >= 32 ? 4 : (head_dim - d0) / 8;
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t t0 = 0; t0 < n_ctx; t0 += v.block_size) {
-        const T* base = vdata + int64_t(v.block_table[t0 / v.block_size]) * v.block_stride + int64_t(kv_head) * head_dim + d0;
-        const int64_t count = n_ctx - t0 < v.block_size ? n_ctx - t0 : v.block_size;
-        for (int64_t r = 0; r < count; ++r) {
-          const __m256 p = _mm256_set1_ps(scores[t0 + r]);
-          const T* vr = base + r * v.token_stride;
-          if (width == 4) {
-            acc[0] = _mm256_fmadd_ps(p, L::load(vr), acc[0]);
-            acc[1] = _mm256_fmadd_ps(p, L::load(vr + 8), acc[1]);
-            acc[2] = _mm256_fmadd_ps(p, L::load(vr + 16), acc[2]);
-            acc[3] = _mm256_fmadd_ps(p, L::load(vr + 24), acc[3]);
-          } else {
-            for (int j = 0; j < width; ++j) acc[j] = _mm256_fmadd_ps(p, L::load(vr + 8 * j), acc[j]);
-          }
-        }
-      }
-      for (int j = 0; j < width; ++j) _mm256_storeu_ps(og + d0 + 8 * j, acc[j]);
-      if (width < 4) {
-        d0 += 8 * width;
-        break;
-      }
+    const int64_t t = t0 + i;
+    const T* row = data + int64_t(k.block_table[t / bs]) * k.block_stride + (t % bs) * k.token_stride +
+                   int64_t(h) * k.head_stride;
+    for (int d = 0; d < head_dim; ++d) kt[d * 16 + i] = L::one(row + d * k.dim_stride);
+  }
+}
+
+template <int NR>
+void score_rows(const float* const* q, const float* kt, int head_dim, float scale, float* const* scores, int64_t t0) {
+  __m256 lo[NR], hi[NR];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int d = 0; d < head_dim; ++d) {
+    const __m256 k0 = _mm256_load_ps(kt + d * 16), k1 = _mm256_load_ps(kt + d * 16 + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const __m256 qd = _mm256_set1_ps(q[r][d]);
+      lo[r] = _mm256_fmadd_ps(qd, k0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(qd, k1, hi[r]);
     }
-    if (d0 < head_dim) {  // dims past the last multiple of 8
-      for (int d = d0; d < head_dim; ++d) og[d] = 0.0f;
-      for (int64_t t = 0; t < n_ctx; ++t) {
-        const T* vr = vdata + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
-                      (t % v.block_size) * v.token_stride + int64_t(kv_head) * head_dim;
-        for (int d = d0; d < head_dim; ++d) og[d] += scores[t] * L::one(vr + d);
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    _mm256_storeu_ps(scores[r] + t0, _mm256_mul_ps(lo[r], s));
+    _mm256_storeu_ps(scores[r] + t0 + 8, _mm256_mul_ps(hi[r], s));
+  }
+}
+
+template <class L>
+void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                     const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                     float* scratch) {
+  using T = typename L::T;
+  constexpr int kMaxRows = kAttentionMaxTokens * 64;
+  const int n_rows = n_tokens * n_group;
+  const int64_t max_ctx = pos0 + n_tokens;
+  const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;
+  const float* qr[kMaxRows];
+  float* sr[kMaxRows];
+  float* outr[kMaxRows];
+  for (int r = 0; r < n_rows; ++r) {
+    const int j = r / n_group, g = r % n_group;
+    qr[r] = q + j * q_stride + int64_t(g) * head_dim;
+    outr[r] = out + j * out_stride + int64_t(g) * head_dim;
+    sr[r] = scratch + r * ctx_stride;
+  }
+  alignas(32) float kt[kMaxSimdHeadDim * 16];
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
+    const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
+    int r = 0;
+    for (; r + 4 <= n_rows; r += 4) score_rows<4>(qr + r, kt, head_dim, scale, sr + r, t0);
+    for (; r < n_rows; ++r) score_rows<1>(qr + r, kt, head_dim, scale, sr + r, t0);
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    softmax_avx2(sr[r], pos0 + r / n_group + 1);
+    for (int d = 0; d < head_dim; ++d) outr[r][d] = 0.0f;
+  }
+  const T* vdata = static_cast<const T*>(v.data);
+  alignas(32) float vrow[kMaxSimdHeadDim];
+  const int full = head_dim / 8 * 8;
+  for (int64_t t = 0; t < max_ctx; ++t) {
+    const T* row = vdata + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
+                   (t % v.block_size) * v.token_stride + int64_t(kv_head) * v.head_stride;
+    for (int d = 0; d < head_dim; ++d) vrow[d] = L::one(row + d * v.dim_stride);
+    for (int r = 0; r < n_rows; ++r) {
+      if (t > pos0 + r / n_group) continue;
+      const float p = sr[r][t];
+      const __m256 pv = _mm256_set1_ps(p);
+      float* o = outr[r];
+      for (int d = 0; d < full; d += 8) {
+        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_load_ps(vrow + d), _mm256_loadu_ps(o + d)));
       }
+      for (int d = full; d < head_dim; ++d) o[d] = std::fma(p, vrow[d], o[d]);
     }
   }
 }
 
-void attention_avx2(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v, int kv_head,
-               int64_t n_ctx, float scale, float* out, float* scratch) {
-  if (k.type == DType::F16) {
-    attention_typed<KvF16>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
-  } else {
-    attention_typed<KvF32>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+void attention_avx2(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                    const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                    float* scratch) {
+  if (head_dim > kMaxSimdHeadDim || n_group > 64) {
+    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale,
+                                           out, out_stride, scratch);
   }
+  if (k.type == DType::F16) {
+    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+                           scratch);
+  } else {
+    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+                           scratch);
+  }
+}
+
+void to_fp16_avx2(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 }  // namespace
 
 void add_avx2_row_kernels(KernelTable& t) {
+  t.to_fp16 = to_fp16_avx2;
   t.rms_norm = rms_norm_avx2;
   t.softmax = softmax_avx2;
   t.silu_mul = silu_mul_avx2;

@@ -144,79 +144,230 @@ void rope_avx512(float* x, int n_heads, int head_dim, int rot_dim, const float* 
 }
 
 // ---- attention ----------------------------------------------------------------------------
+// Scores with lanes over 16 keys (K transposed: one dim of 16 keys per vector, a broadcast
+// query element per fma), so every query head of the GQA group reuses the keys from L1;
+// p . V with lanes over dims, every head of the group reusing each V row. Both keep the
+// per-output fma order of the contract in kernels.h.
+
+constexpr int kMaxSimdHeadDim = 256;
 
 struct KvF32 {
   using T = float;
   static __m512 load(const float* p, __mmask16 k) { return _mm512_maskz_loadu_ps(k, p); }
+  static float one(const float* p) { return *p; }
 };
 struct KvF16 {
   using T = uint16_t;
   static __m512 load(const uint16_t* p, __mmask16 k) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p)); }
+  static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 
-template <class L>
-float dot_row(const float* q, const typename L::T* k, int head_dim) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  int d = 0;
-  for (; d + 32 <= head_dim; d += 32) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), L::load(k + d, 0xFFFF), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d + 16), L::load(k + d + 16, 0xFFFF), a1);
-  }
-  for (; d < head_dim; d += 16) {
-    const __mmask16 m = tail_mask(head_dim - d);
-    a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), L::load(k + d, m), a0);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+// Prefetches the n elements from p on (K or V of the next block, read from DRAM otherwise
+// only when the loads reach it).
+template <class T>
+inline void prefetch_run(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t o = 0; o < n * int64_t(sizeof(T)); o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
+// kt[d * 16 + i] = K[t0 + i][d] of kv head h for i < cnt (<= 16), 0 for i >= cnt.
 template <class L>
-void attention_typed(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v, int kv_head,
-                     int64_t n_ctx, float scale, float* out, float* scores) {
+void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int cnt, float* kt) {
   using T = typename L::T;
-  const auto* kdata = static_cast<const T*>(k.data);
-  const auto* vdata = static_cast<const T*>(v.data);
-  for (int g = 0; g < n_group; ++g) {
-    const float* qg = q + int64_t(g) * head_dim;
-    float* og = out + int64_t(g) * head_dim;
-    for (int64_t t0 = 0; t0 < n_ctx; t0 += k.block_size) {
-      const T* base = kdata + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride + int64_t(kv_head) * head_dim;
-      const int64_t count = n_ctx - t0 < k.block_size ? n_ctx - t0 : k.block_size;
-      for (int64_t r = 0; r < count; ++r) scores[t0 + r] = dot_row<L>(qg, base + r * k.token_stride, head_dim) * scale;
+  const T* data = static_cast<const T*>(k.data);
+  const int64_t bs = k.block_size;
+  if (k.token_stride == 1 && bs % 16 == 0) {  // t0 % 16 == 0: the keys are consecutive in one block
+    const T* base = data + int64_t(k.block_table[t0 / bs]) * k.block_stride + t0 % bs + int64_t(h) * k.head_stride;
+    const __mmask16 m = tail_mask(cnt);
+    for (int d = 0; d < head_dim; ++d) _mm512_store_ps(kt + d * 16, L::load(base + d * k.dim_stride, m));
+    return;
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (i >= cnt) {
+      for (int d = 0; d < head_dim; ++d) kt[d * 16 + i] = 0.0f;
+      continue;
     }
-    softmax_avx512(scores, n_ctx);
-    // out = sum_t p_t V_t, up to 64 output dims at a time held in registers.
-    for (int d0 = 0; d0 < head_dim; d0 += 64) {
-      const int width = head_dim - d0 >= 64 ? 4 : (head_dim - d0 + 15) / 16;
-      __mmask16 masks[4];
-      for (int j = 0; j < 4; ++j) masks[j] = j < width ? tail_mask(head_dim - d0 - 16 * j) : __mmask16(0);
-      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-      for (int64_t t0 = 0; t0 < n_ctx; t0 += v.block_size) {
-        const T* base = vdata + int64_t(v.block_table[t0 / v.block_size]) * v.block_stride + int64_t(kv_head) * head_dim + d0;
-        const int64_t count = n_ctx - t0 < v.block_size ? n_ctx - t0 : v.block_size;
-        for (int64_t r = 0; r < count; ++r) {
-          const __m512 p = _mm512_set1_ps(scores[t0 + r]);
-          const T* vr = base + r * v.token_stride;
-          if (width == 4) {
-            acc[0] = _mm512_fmadd_ps(p, L::load(vr, masks[0]), acc[0]);
-            acc[1] = _mm512_fmadd_ps(p, L::load(vr + 16, masks[1]), acc[1]);
-            acc[2] = _mm512_fmadd_ps(p, L::load(vr + 32, masks[2]), acc[2]);
-            acc[3] = _mm512_fmadd_ps(p, L::load(vr + 48, masks[3]), acc[3]);
-          } else {
-            for (int j = 0; j < width; ++j) acc[j] = _mm512_fmadd_ps(p, L::load(vr + 16 * j, masks[j]), acc[j]);
-          }
-        }
-      }
-      for (int j = 0; j < width; ++j) _mm512_mask_storeu_ps(og + d0 + 16 * j, masks[j], acc[j]);
-    }
+    const int64_t t = t0 + i;
+    const T* row = data + int64_t(k.block_table[t / bs]) * k.block_stride + (t % bs) * k.token_stride +
+                   int64_t(h) * k.head_stride;
+    for (int d = 0; d < head_dim; ++d) kt[d * 16 + i] = L::one(row + d * k.dim_stride);
   }
 }
 
-void attention_avx512(const float* q, int n_group, int head_dim, const KvView& k, const KvView& v, int kv_head,
-                      int64_t n_ctx, float scale, float* out, float* scratch) {
+// scores[r][t0 + i] = scale * (q_r . K[t0 + i]) for NR rows and 16 keys; keys(d): dim d of
+// the 16 keys as one vector.
+template <int NR, class Keys>
+void score_rows(const float* const* q, Keys keys, int head_dim, float scale, float* const* scores, int64_t t0) {
+  __m512 acc[NR];
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int d = 0; d < head_dim; ++d) {
+    const __m512 kd = keys(d);
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d]), kd, acc[r]);
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) _mm512_storeu_ps(scores[r] + t0, _mm512_mul_ps(acc[r], s));
+}
+
+// out_r = sum over t < n_ctx[r] of p_r[t] * V[t] for NR rows; head_dim <= 16 * NV.
+template <class L, int NV, int NR>
+void weighted_values(const KvView& v, int h, int head_dim, const float* const* p, const int64_t* n_ctx,
+                     float* const* out) {
+  using T = typename L::T;
+  const T* data = static_cast<const T*>(v.data);
+  const int64_t bs = v.block_size;
+  __mmask16 mask[NV];
+  __m512 acc[NR][NV];
+#pragma GCC unroll 16
+  for (int c = 0; c < NV; ++c) mask[c] = head_dim > 16 * c ? tail_mask(head_dim - 16 * c) : __mmask16(0);
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  int64_t min_ctx = n_ctx[0], max_ctx = n_ctx[0];
+  for (int r = 1; r < NR; ++r) {
+    min_ctx = n_ctx[r] < min_ctx ? n_ctx[r] : min_ctx;
+    max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
+  }
+  alignas(64) float gathered[16 * NV];
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
+    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
+    const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
+    if (t0 + bs < max_ctx && v.dim_stride == 1) {  // the next block's rows of this head
+      prefetch_run<T>(data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride,
+                      (bs - 1) * v.token_stride + head_dim);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t t = t0 + i;
+      const T* row = block + i * v.token_stride;
+      __m512 vv[NV];
+      if (v.dim_stride == 1) {
+#pragma GCC unroll 16
+        for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
+      } else {
+        for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < head_dim ? L::one(row + d * v.dim_stride) : 0.0f;
+#pragma GCC unroll 16
+        for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < NR; ++r) {
+        if (t >= min_ctx && t >= n_ctx[r]) continue;
+        const __m512 pr = _mm512_set1_ps(p[r][t]);
+#pragma GCC unroll 16
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(out[r] + 16 * c, mask[c], acc[r][c]);
+  }
+}
+
+template <class L, int NV>
+void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const float* const* p,
+                         const int64_t* n_ctx, float* const* out) {
+  constexpr int kRows = NV >= 24 ? 1 : 24 / NV;
+  int r = 0;
+  for (; r + kRows <= n_rows; r += kRows) weighted_values<L, NV, kRows>(v, h, head_dim, p + r, n_ctx + r, out + r);
+  if (kRows > 4 && n_rows - r >= 4) {
+    weighted_values<L, NV, (kRows > 4 ? 4 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    r += 4;
+  }
+  if (kRows > 2 && n_rows - r >= 2) {
+    weighted_values<L, NV, (kRows > 2 ? 2 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    r += 2;
+  }
+  for (; r < n_rows; ++r) weighted_values<L, NV, 1>(v, h, head_dim, p + r, n_ctx + r, out + r);
+}
+
+template <class L>
+void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                     const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                     float* scratch) {
+  constexpr int kMaxRows = kAttentionMaxTokens * 64;
+  const int n_rows = n_tokens * n_group;
+  const int64_t max_ctx = pos0 + n_tokens;
+  const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;
+  const float* qr[kMaxRows];
+  float* sr[kMaxRows];
+  float* outr[kMaxRows];
+  int64_t n_ctx[kMaxRows];
+  for (int r = 0; r < n_rows; ++r) {
+    const int j = r / n_group, g = r % n_group;
+    qr[r] = q + j * q_stride + int64_t(g) * head_dim;
+    outr[r] = out + j * out_stride + int64_t(g) * head_dim;
+    sr[r] = scratch + r * ctx_stride;
+    n_ctx[r] = pos0 + j + 1;
+  }
+  alignas(64) float kt[kMaxSimdHeadDim * 16];
+  const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
+  using T = typename L::T;
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
+    const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
+      // The next block's keys of this head (one run when stored as the engine does).
+      prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
+                          int64_t(kv_head) * k.head_stride,
+                      (head_dim - 1) * k.dim_stride + k.block_size);
+    }
+    if (keys_in_place && n_rows == 8) {
+      // The 16 keys are consecutive in one block (t0 % 16 == 0): read each dim directly.
+      const T* base = static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride +
+                      t0 % k.block_size + int64_t(kv_head) * k.head_stride;
+      const __mmask16 m = tail_mask(cnt);
+      const int64_t ds = k.dim_stride;
+      score_rows<8>(qr, [&](int d) { return L::load(base + d * ds, m); }, head_dim, scale, sr, t0);
+      continue;
+    }
+    load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
+    auto keys = [&](int d) { return _mm512_load_ps(kt + d * 16); };
+    int r = 0;
+    for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, keys, head_dim, scale, sr + r, t0);
+    if (n_rows - r >= 4) {
+      score_rows<4>(qr + r, keys, head_dim, scale, sr + r, t0);
+      r += 4;
+    }
+    if (n_rows - r >= 2) {
+      score_rows<2>(qr + r, keys, head_dim, scale, sr + r, t0);
+      r += 2;
+    }
+    if (n_rows - r >= 1) score_rows<1>(qr + r, keys, head_dim, scale, sr + r, t0);
+  }
+  for (int r = 0; r < n_rows; ++r) softmax_avx512(sr[r], n_ctx[r]);
+  const float* const* pr = sr;
+  switch ((head_dim + 15) / 16) {
+    case 1: return weighted_values_all<L, 1>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 2: return weighted_values_all<L, 2>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 3: return weighted_values_all<L, 3>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 4: return weighted_values_all<L, 4>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 5: return weighted_values_all<L, 5>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 6: return weighted_values_all<L, 6>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 7: return weighted_values_all<L, 7>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 8: return weighted_values_all<L, 8>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    case 9: case 10: case 11: case 12:
+      return weighted_values_all<L, 12>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    default: return weighted_values_all<L, 16>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+  }
+}
+
+void attention_avx512(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
+                      const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                      float* scratch) {
+  if (head_dim > kMaxSimdHeadDim || n_group > 64) {
+    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale,
+                                           out, out_stride, scratch);
+  }
   if (k.type == DType::F16) {
-    attention_typed<KvF16>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+                           scratch);
   } else {
-    attention_typed<KvF32>(q, n_group, head_dim, k, v, kv_head, n_ctx, scale, out, scratch);
+    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+                           scratch);
   }
 }
 

@@ -197,6 +197,12 @@ TEST(Sampling, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
   EXPECT_EQ(s.sample(l.data(), 8, generated, 1).token, 5);
   EXPECT_FLOAT_EQ(l[1], 3.0f - 0.05f - 2 * 0.1f);
   EXPECT_FLOAT_EQ(l[0], 1.0f);  // prompt token: not penalized
+  // The next call counts its own history only (the sampler's counts start from zero).
+  l = kLogits;
+  std::vector<int32_t> other = {0, 2};
+  s.sample(l.data(), 8, other, 1);
+  EXPECT_FLOAT_EQ(l[1], 3.0f);
+  EXPECT_FLOAT_EQ(l[2], kLogits[2] - 0.05f - 0.1f);
 }
 
 TEST(Sampling, BannedIdsAreNeverChosen) {

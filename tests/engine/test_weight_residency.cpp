@@ -185,7 +185,7 @@ TEST_P(WeightResidencyTest, ALoweredLimitShedsEnoughToGetBackAboveTheFloor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightResidencyTest,
-                         ::testing::Values(kernels::DType::F16, kernels::DType::Q8_0),
+                         ::testing::Values(kernels::DType::F16, kernels::DType::Q8_0, kernels::DType::Q4_0),
                          [](const auto& info) { return std::string(kernels::dtype_name(info.param)); });
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 
 namespace spillway::kernels {
@@ -148,6 +149,32 @@ TEST(Bf16, TiesRoundToEven) {
   EXPECT_EQ(fp32_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
   const uint16_t nan = fp32_to_bf16(std::bit_cast<float>(0x7F800001u));
   EXPECT_TRUE(std::isnan(bf16_to_fp32(nan)));
+}
+
+TEST(Fp16, RowConversionIsTheScalarOneOnEveryIsa) {
+  // Every fp32 exponent, random mantissas and signs, plus the special values; odd lengths
+  // exercise the vector tails.
+  std::vector<float> x;
+  std::mt19937 rng(11);
+  for (uint32_t e = 0; e < 256; ++e) {
+    for (int i = 0; i < 40; ++i) {
+      const uint32_t bits = (rng() & 0x807FFFFFu) | (e << 23);
+      x.push_back(std::bit_cast<float>(bits));
+    }
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.99f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(f);
+  }
+  for (int64_t n : {int64_t(x.size()), int64_t{7}, int64_t{9}}) {
+    for (Isa isa : supported_isas()) {
+      std::vector<uint16_t> y(size_t(n), 0x1234);
+      kernels_for(isa).to_fp16(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[size_t(i)], fp32_to_fp16(x[size_t(i)])) << isa_name(isa) << " i=" << i << " x=" << x[size_t(i)];
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -34,9 +34,11 @@ TEST(CpuFeatures, EveryTableIsCompleteAndLabelled) {
   for (Isa isa : supported_isas()) {
     const KernelTable& t = kernels_for(isa);
     EXPECT_EQ(t.isa, isa);
-    EXPECT_NE(t.quantize_q8_0, nullptr);
+    EXPECT_NE(t.quantize_q8, nullptr);
     EXPECT_NE(t.quantize_q8_K, nullptr);
-    for (int s = 0; s < kWeightSlots; ++s) EXPECT_NE(t.dot[s], nullptr) << s;
+    for (auto* f : t.float_dot) EXPECT_NE(f, nullptr);
+    for (auto* f : t.tile_dot) EXPECT_NE(f, nullptr);
+    for (auto* f : t.kquant_dot) EXPECT_NE(f, nullptr);
     EXPECT_NE(t.rms_norm, nullptr);
     EXPECT_NE(t.softmax, nullptr);
     EXPECT_NE(t.silu_mul, nullptr);

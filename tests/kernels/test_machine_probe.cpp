@@ -39,13 +39,16 @@ TEST_P(ProbeLoopsTest, FloatLoopsCountWhatTheyCompute) {
 
 TEST_P(ProbeLoopsTest, ReadLoopFoldsEveryByte) {
   const ProbeLoops& loops = probe_loops(GetParam());
-  const size_t n = 4096;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
-  std::fill(p, p + n, 0);
-  const uint64_t zero = loops.read(p, n);
-  p[n - 1] = 0x80;  // the last byte must reach the result
-  EXPECT_NE(loops.read(p, n), zero);
-  std::free(p);
+  for (auto read : {loops.read, loops.read_prefetch}) {
+    if (!read) continue;
+    const size_t n = 4096;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
+    std::fill(p, p + n, 0);
+    const uint64_t zero = read(p, n);
+    p[n - 1] = 0x80;  // the last byte must reach the result
+    EXPECT_NE(read(p, n), zero);
+    std::free(p);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, ProbeLoopsTest, ::testing::ValuesIn(supported_isas()),

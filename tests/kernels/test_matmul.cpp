@@ -15,6 +15,7 @@ namespace spillway::kernels {
 namespace {
 
 using testing::AlignedBuffer;
+using testing::isa_label;
 using testing::kAllWeightTypes;
 using testing::random_floats;
 using testing::random_matrix;
@@ -29,13 +30,16 @@ std::vector<float> effective_activations(DType t, const float* x, int64_t m, int
     return out;
   }
   const KernelTable& scalar = kernels_for(Isa::Scalar);
-  std::vector<uint8_t> q(activation_row_bytes(f, cols));
+  std::vector<uint8_t> q(std::max(q8_group_bytes(cols), q8_k_row_stride(cols)));
   for (int64_t i = 0; i < m; ++i) {
     float* o = out.data() + i * cols;
-    if (f == ActivationFormat::Q8_0) {
-      scalar.quantize_q8_0(x + i * cols, q.data(), cols);
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(q.data());
-      for (int64_t k = 0; k < cols; ++k) o[k] = fp16_to_fp32(b[k / 32].d) * b[k / 32].qs[k % 32];
+    if (f == ActivationFormat::Q8) {
+      scalar.quantize_q8(x + i * cols, cols, 0, q.data(), 0);
+      const Q8Group g = q8_group(q.data(), cols);
+      for (int64_t k = 0; k < cols; ++k) {
+        const auto* bytes = reinterpret_cast<const int8_t*>(&g.q4[(k / 32 * 8 + k % 32 / 4) * kTileActs]);
+        o[k] = g.d[k / 32 * kTileActs] * bytes[k % 4];
+      }
     } else {
       scalar.quantize_q8_K(x + i * cols, q.data(), cols);
       const auto* b = reinterpret_cast<const BlockQ8_K*>(q.data());
@@ -71,12 +75,25 @@ Reference reference_matmul(const TestMatrix& w, const float* x, int64_t m) {
   return ref;
 }
 
+std::vector<float> run_matmul(const KernelTable& kt, const WeightMatrix& w, const std::vector<float>& x,
+                              int64_t m, ThreadPool& pool) {
+  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w, m) + 1);
+  std::vector<float> y(size_t(m * w.rows), NAN);
+  matmul(kt, w, x.data(), m, y.data(), scratch.data(), pool);
+  return y;
+}
+
 std::vector<float> run_matmul(const KernelTable& kt, const TestMatrix& w, const std::vector<float>& x,
                               int64_t m, ThreadPool& pool) {
-  AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(w.view(), m) + 1);
-  std::vector<float> y(size_t(m * w.rows), NAN);
-  matmul(kt, w.view(), x.data(), m, y.data(), scratch.data(), pool);
-  return y;
+  return run_matmul(kt, w.view(), x, m, pool);
+}
+
+// The same bits, NaN payloads and signed zeros included.
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << what << " i=" << i << ": " << a[i] << " vs " << b[i];
+  }
 }
 
 // Weights whose dequantized values are small multiples of powers of two, so that every
@@ -177,12 +194,11 @@ TEST(Matmul, RandomDataMatchesScalarAndReferenceOnEveryIsa) {
             ASSERT_NEAR(scalar[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30)
                 << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
           }
+          // Every dot family fixes its per-output order: SIMD tables give the scalar bits.
           for (Isa isa : supported_isas()) {
-            const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
-            for (size_t i = 0; i < y.size(); ++i) {
-              ASSERT_NEAR(y[i], scalar[i], 1e-5 * ref.scale[i] + 1e-30)
-                  << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " m=" << m << " i=" << i;
-            }
+            expect_same_bits(run_matmul(kernels_for(isa), w, x, m, pool), scalar,
+                             isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols) +
+                                 " m=" + std::to_string(m));
           }
         }
       }
@@ -205,6 +221,150 @@ TEST(Matmul, KQuantsAreBitIdenticalToScalarOnEveryIsa) {
   }
 }
 
+// A matrix retiled in place: the same bytes rearranged.
+struct TiledCopy {
+  std::vector<uint8_t> bytes;
+  WeightMatrix view;
+};
+TiledCopy tiled_copy(const TestMatrix& w) {
+  TiledCopy c{w.bytes, w.view()};
+  std::vector<uint8_t> scratch(retile_scratch_bytes(w.type, w.cols));
+  retile_in_place(w.type, c.bytes.data(), w.rows, w.cols, scratch.data());
+  c.view.data = c.bytes.data();
+  c.view.layout = WeightLayout::Tiled;
+  return c;
+}
+
+TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16}) {
+      // Full tiles only, a tail of 5 rows, fewer rows than one tile; 1, 2, 35 and 40 blocks of
+      // 32 (more than one on-the-fly packing chunk for Q8_0 / Q4_0).
+      for (int64_t rows : {int64_t{32}, int64_t{37}, int64_t{11}, int64_t{3}, int64_t{80}}) {
+        for (int64_t cols : {int64_t{32}, int64_t{64}, int64_t{32 * 35}, int64_t{32 * 40}}) {
+          ASSERT_TRUE(has_tiled_layout(t, cols));
+          const TestMatrix w = random_matrix(t, rows, cols, uint32_t(rows * cols));
+          const TiledCopy tiled = tiled_copy(w);
+          const int64_t tile_rows = tile_groups(t) > 0 ? kTileRows : kFloatDotW;
+          if (rows >= tile_rows) {
+            EXPECT_NE(tiled.bytes, w.bytes);
+          } else {
+            EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
+          }
+          for (int64_t m : {1, 3, 8, 9, 20}) {
+            const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
+            const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+            for (Isa isa : supported_isas()) {
+              const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " rows=" +
+                                       std::to_string(rows) + " cols=" + std::to_string(cols) +
+                                       " m=" + std::to_string(m) + " threads=" + std::to_string(threads);
+              expect_same_bits(run_matmul(kernels_for(isa), w, x, m, pool), scalar, "rows " + what);
+              expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, m, pool), scalar, "tiles " + what);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Float rows whose width is not a multiple of 16 have no tiled layout.
+  EXPECT_FALSE(has_tiled_layout(DType::F16, 100));
+  EXPECT_FALSE(has_tiled_layout(DType::Q4_K, 256));
+}
+
+TEST(Matmul, ARowsResultDoesNotDependOnTheOtherRows) {
+  // What the forward relies on: a sequence gives the same logits alone or in any batch.
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 8;
+    const TestMatrix w = random_matrix(t, 53, cols, 17);
+    const int64_t m = 21;
+    const std::vector<float> x = random_floats(m * cols, 18);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> all = run_matmul(kernels_for(isa), w, x, m, pool);
+      for (int64_t i : {int64_t{0}, int64_t{7}, int64_t{20}}) {
+        const std::vector<float> xi(x.begin() + i * cols, x.begin() + (i + 1) * cols);
+        const std::vector<float> alone = run_matmul(kernels_for(isa), w, xi, 1, pool);
+        expect_same_bits(alone, std::vector<float>(all.begin() + i * w.rows, all.begin() + (i + 1) * w.rows),
+                         isa_label(isa) + " " + std::string(dtype_name(t)) + " row " + std::to_string(i));
+      }
+    }
+  }
+}
+
+TEST(Matmul, MultiGivesEachMatrixItsOwnMatmul) {
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 4;
+    const TestMatrix a = random_matrix(t, 48, cols, 1), b = random_matrix(t, 16, cols, 2), c = random_matrix(t, 19, cols, 3);
+    for (int64_t m : {1, 9}) {
+      const std::vector<float> x = random_floats(m * cols, 4);
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        std::vector<float> ya(size_t(m * a.rows)), yb(size_t(m * b.rows)), yc(size_t(m * c.rows));
+        const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
+        const WeightMatrix* ws[] = {&wa, &wb, &wc};
+        float* ys[] = {ya.data(), yb.data(), yc.data()};
+        size_t scratch_bytes = 0;
+        for (const WeightMatrix* w : ws) scratch_bytes = std::max(scratch_bytes, matmul_scratch_bytes(*w, m));
+        AlignedBuffer<uint8_t> scratch(scratch_bytes + 1);
+        matmul_multi(kt, ws, x.data(), m, ys, scratch.data(), pool);
+        const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " m=" + std::to_string(m);
+        expect_same_bits(ya, run_matmul(kt, a, x, m, pool), what + " a");
+        expect_same_bits(yb, run_matmul(kt, b, x, m, pool), what + " b");
+        expect_same_bits(yc, run_matmul(kt, c, x, m, pool), what + " c");
+      }
+    }
+  }
+  // Matrices of different types run one after the other.
+  const TestMatrix q8 = random_matrix(DType::Q8_0, 32, 256, 5), k4 = random_matrix(DType::Q4_K, 8, 256, 6);
+  const std::vector<float> x = random_floats(3 * 256, 7);
+  std::vector<float> y8(3 * 32), y4(3 * 8);
+  const WeightMatrix w8 = q8.view(), w4 = k4.view();
+  const WeightMatrix* ws[] = {&w8, &w4};
+  float* ys[] = {y8.data(), y4.data()};
+  AlignedBuffer<uint8_t> scratch(std::max(matmul_scratch_bytes(w8, 3), matmul_scratch_bytes(w4, 3)));
+  matmul_multi(ws, x.data(), 3, ys, scratch.data(), pool);
+  expect_same_bits(y8, run_matmul(kernels_for(active_isa()), q8, x, 3, pool), "mixed q8_0");
+  expect_same_bits(y4, run_matmul(kernels_for(active_isa()), k4, x, 3, pool), "mixed q4_k");
+}
+
+TEST(Matmul, RowPrologueRunsOnceOnEveryRowBeforeItIsRead) {
+  ThreadPool pool(2);
+  for (DType t : kAllWeightTypes) {
+    const int64_t cols = std::max<int64_t>(block_elems(t), 32) * 4;
+    const TestMatrix w = random_matrix(t, 40, cols, 8);
+    for (int64_t m : {1, 5, 64}) {
+      const std::vector<float> source = random_floats(m * cols, 9);
+      // The prologue writes row i = 2 * source row i and counts its calls.
+      struct Ctx {
+        const float* source;
+        float* x;
+        int64_t cols;
+        std::vector<int> calls;
+      } ctx{source.data(), nullptr, cols, std::vector<int>(size_t(m))};
+      std::vector<float> x(source.size(), NAN);
+      ctx.x = x.data();
+      auto double_row = [](void* p, int64_t i) {
+        auto* c = static_cast<Ctx*>(p);
+        for (int64_t k = 0; k < c->cols; ++k) c->x[i * c->cols + k] = 2 * c->source[i * c->cols + k];
+        ++c->calls[size_t(i)];
+      };
+      std::vector<float> y(size_t(m * w.rows));
+      const WeightMatrix view = w.view();
+      const WeightMatrix* ws[] = {&view};
+      float* ys[] = {y.data()};
+      AlignedBuffer<uint8_t> scratch(matmul_scratch_bytes(view, m) + 1);
+      matmul_multi(ws, x.data(), m, ys, scratch.data(), pool, {double_row, &ctx});
+      std::vector<float> doubled(source.size());
+      for (size_t k = 0; k < source.size(); ++k) doubled[k] = 2 * source[k];
+      expect_same_bits(y, run_matmul(kernels_for(active_isa()), w, doubled, m, pool),
+                       std::string(dtype_name(t)) + " m=" + std::to_string(m));
+      for (int calls : ctx.calls) ASSERT_EQ(calls, 1) << dtype_name(t);
+    }
+  }
+}
+
 TEST(Matmul, FloatWeightsWithAnyColumnCount) {
   ThreadPool pool(2);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
@@ -213,11 +373,13 @@ TEST(Matmul, FloatWeightsWithAnyColumnCount) {
       for (int64_t m : {1, 2, 5}) {
         const std::vector<float> x = random_floats(m * cols, uint32_t(m * cols));
         const Reference ref = reference_matmul(w, x.data(), m);
+        const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
         for (Isa isa : supported_isas()) {
           const std::vector<float> y = run_matmul(kernels_for(isa), w, x, m, pool);
           for (size_t i = 0; i < y.size(); ++i) {
             ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-30) << isa_name(isa) << " " << dtype_name(t) << " cols=" << cols;
           }
+          expect_same_bits(y, scalar, isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
         }
       }
     }
@@ -239,7 +401,8 @@ TEST(Matmul, ScratchSizes) {
   const WeightMatrix f16{DType::F16, nullptr, 10, 64};
   EXPECT_EQ(matmul_scratch_bytes(f16, 8), 0u);
   const WeightMatrix q4{DType::Q4_0, nullptr, 10, 64};
-  EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * 2 * 34);
+  EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * (64 + 2 * 4 + 2 * 4));
+  EXPECT_EQ(matmul_scratch_bytes(q4, 3) % 64, 0u);
   const WeightMatrix q6{DType::Q6_K, nullptr, 10, 512};
   EXPECT_GE(matmul_scratch_bytes(q6, 2), 2u * 2 * 292);
   EXPECT_EQ(matmul_scratch_bytes(q6, 2) % 64, 0u);

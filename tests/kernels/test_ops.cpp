@@ -169,9 +169,13 @@ TEST(Rope, PublicEntryPointRotates) {
 
 // ---- attention ----------------------------------------------------------------------------
 
+// A paged K and V cache of n_ctx random tokens in scattered blocks, stored row-major
+// (token, head, dim) or, with `transposed`, as the engine keeps them inside each block:
+// K (head, dim, token), V (head, token, dim).
 struct PagedKv {
   DType type;
   int n_kv_heads, head_dim, block_size;
+  bool transposed;
   std::vector<int32_t> table;
   std::vector<uint8_t> k, v;
   std::vector<float> k_values, v_values;  // [token][head][dim] as stored (after fp16 rounding)
@@ -182,14 +186,27 @@ struct PagedKv {
     kv.data = data.data();
     kv.block_table = table.data();
     kv.block_size = block_size;
-    kv.token_stride = int64_t(n_kv_heads) * head_dim;
-    kv.block_stride = kv.token_stride * block_size;
+    kv.block_stride = int64_t(n_kv_heads) * head_dim * block_size;
+    if (transposed && &data == &v) {
+      kv.token_stride = head_dim;
+      kv.head_stride = int64_t(head_dim) * block_size;
+      kv.dim_stride = 1;
+    } else if (transposed) {
+      kv.token_stride = 1;
+      kv.head_stride = int64_t(head_dim) * block_size;
+      kv.dim_stride = block_size;
+    } else {
+      kv.token_stride = int64_t(n_kv_heads) * head_dim;
+      kv.head_stride = head_dim;
+      kv.dim_stride = 1;
+    }
     return kv;
   }
 };
 
-PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, int64_t n_ctx, uint32_t seed) {
-  PagedKv kv{type, n_kv_heads, head_dim, block_size, {}, {}, {}, {}, {}};
+PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, int64_t n_ctx, uint32_t seed,
+                      bool transposed = false) {
+  PagedKv kv{type, n_kv_heads, head_dim, block_size, transposed, {}, {}, {}, {}, {}};
   const int64_t n_blocks = (n_ctx + block_size - 1) / block_size;
   const int64_t pool_blocks = n_blocks + 3;
   kv.table.resize(size_t(n_blocks));
@@ -205,19 +222,25 @@ PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, 
   const std::vector<float> vvals = random_floats(n_ctx * token_elems, seed + 2);
   kv.k_values.resize(kvals.size());
   kv.v_values.resize(vvals.size());
+  const KvView k_layout = kv.view(kv.k), v_layout = kv.view(kv.v);
+  auto at = [&](const KvView& l, int64_t t, int64_t h, int64_t d) {
+    return size_t(kv.table[size_t(t / block_size)] * l.block_stride + (t % block_size) * l.token_stride +
+                  h * l.head_stride + d * l.dim_stride);
+  };
   for (int64_t t = 0; t < n_ctx; ++t) {
-    const int64_t row = int64_t(kv.table[size_t(t / block_size)]) * block_size + t % block_size;
     for (int64_t e = 0; e < token_elems; ++e) {
-      const size_t src = size_t(t * token_elems + e), dst = size_t(row * token_elems + e);
+      const int64_t h = e / head_dim, d = e % head_dim;
+      const size_t src = size_t(t * token_elems + e);
+      const size_t kd = at(k_layout, t, h, d), vd = at(v_layout, t, h, d);
       if (type == DType::F16) {
         const uint16_t kh = fp32_to_fp16(kvals[src]), vh = fp32_to_fp16(vvals[src]);
-        std::memcpy(kv.k.data() + dst * 2, &kh, 2);
-        std::memcpy(kv.v.data() + dst * 2, &vh, 2);
+        std::memcpy(kv.k.data() + kd * 2, &kh, 2);
+        std::memcpy(kv.v.data() + vd * 2, &vh, 2);
         kv.k_values[src] = fp16_to_fp32(kh);
         kv.v_values[src] = fp16_to_fp32(vh);
       } else {
-        std::memcpy(kv.k.data() + dst * 4, &kvals[src], 4);
-        std::memcpy(kv.v.data() + dst * 4, &vvals[src], 4);
+        std::memcpy(kv.k.data() + kd * 4, &kvals[src], 4);
+        std::memcpy(kv.v.data() + vd * 4, &vvals[src], 4);
         kv.k_values[src] = kvals[src];
         kv.v_values[src] = vvals[src];
       }
@@ -226,49 +249,98 @@ PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, 
   return kv;
 }
 
+// Double-precision attention of a query head over context [0, n_ctx).
+std::vector<double> reference_attention(const PagedKv& kv, const float* q, int head_dim, int kv_head, int64_t n_ctx,
+                                        float scale) {
+  const int n_kv_heads = kv.n_kv_heads;
+  std::vector<double> s(static_cast<size_t>(n_ctx)), out(static_cast<size_t>(head_dim));
+  for (int64_t t = 0; t < n_ctx; ++t) {
+    double acc = 0;
+    for (int d = 0; d < head_dim; ++d) acc += double(q[d]) * kv.k_values[size_t((t * n_kv_heads + kv_head) * head_dim + d)];
+    s[size_t(t)] = acc * scale;
+  }
+  const double max = *std::max_element(s.begin(), s.end());
+  double sum = 0;
+  for (double& v : s) sum += (v = std::exp(v - max));
+  for (int d = 0; d < head_dim; ++d) {
+    double acc = 0;
+    for (int64_t t = 0; t < n_ctx; ++t) {
+      acc += s[size_t(t)] / sum * kv.v_values[size_t((t * n_kv_heads + kv_head) * head_dim + d)];
+    }
+    out[size_t(d)] = acc;
+  }
+  return out;
+}
+
+struct AttentionCase {
+  int n_group, head_dim, block_size;
+  int64_t n_ctx;  // context of the last token
+};
+constexpr AttentionCase kAttentionCases[] = {{1, 64, 16, 1},  {4, 64, 16, 5},   {2, 128, 16, 16}, {8, 64, 32, 100},
+                                             {3, 80, 8, 33},  {1, 40, 4, 13},   {2, 256, 64, 300}, {8, 64, 16, 47},
+                                             {7, 96, 16, 70}, {16, 64, 16, 21}, {2, 8, 4, 9}};
+
 TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
-  struct Case {
-    int n_group, head_dim, block_size;
-    int64_t n_ctx;
-  };
-  const Case cases[] = {{1, 64, 16, 1}, {4, 64, 16, 5}, {2, 128, 16, 16}, {8, 64, 32, 100},
-                        {3, 80, 8, 33}, {1, 40, 4, 13},  {2, 256, 64, 300}};
   const int n_kv_heads = 3, kv_head = 1;
   for (DType type : {DType::F16, DType::F32}) {
-    for (const Case& c : cases) {
-      const PagedKv kv = make_paged_kv(type, n_kv_heads, c.head_dim, c.block_size, c.n_ctx, uint32_t(c.n_ctx * 3 + c.head_dim));
-      const std::vector<float> q = random_floats(int64_t(c.n_group) * c.head_dim, uint32_t(c.n_ctx + 77));
-      const float scale = 1.0f / std::sqrt(float(c.head_dim));
-      // Reference.
-      std::vector<double> expected(q.size());
-      for (int g = 0; g < c.n_group; ++g) {
-        std::vector<double> s(size_t(c.n_ctx));
-        for (int64_t t = 0; t < c.n_ctx; ++t) {
-          double acc = 0;
-          for (int d = 0; d < c.head_dim; ++d) {
-            acc += double(q[size_t(g * c.head_dim + d)]) *
-                   kv.k_values[size_t((t * n_kv_heads + kv_head) * c.head_dim + d)];
+    for (bool transposed : {false, true}) {
+      for (const AttentionCase& c : kAttentionCases) {
+        const PagedKv kv = make_paged_kv(type, n_kv_heads, c.head_dim, c.block_size, c.n_ctx,
+                                         uint32_t(c.n_ctx * 3 + c.head_dim), transposed);
+        const float scale = 1.0f / std::sqrt(float(c.head_dim));
+        for (int n_tokens = 1; n_tokens <= kAttentionMaxTokens && n_tokens <= c.n_ctx; ++n_tokens) {
+          // Tokens at positions n_ctx - n_tokens .. n_ctx - 1, queries 2 tokens apart in memory.
+          const int64_t pos0 = c.n_ctx - n_tokens;
+          const size_t q_stride = size_t(c.n_group) * c.head_dim * 2;
+          const std::vector<float> q = random_floats(int64_t(q_stride) * n_tokens, uint32_t(c.n_ctx + 77 + n_tokens));
+          for (Isa isa : supported_isas()) {
+            std::vector<float> out(q.size(), NAN);
+            std::vector<float> scratch(attention_scratch_floats(n_tokens, c.n_group, c.n_ctx), NAN);
+            kernels_for(isa).attention(q.data(), q_stride, n_tokens, c.n_group, c.head_dim, kv.view(kv.k),
+                                       kv.view(kv.v), kv_head, pos0, scale, out.data(), q_stride, scratch.data());
+            for (int j = 0; j < n_tokens; ++j) {
+              for (int g = 0; g < c.n_group; ++g) {
+                const size_t at = j * q_stride + size_t(g) * c.head_dim;
+                const std::vector<double> expected =
+                    reference_attention(kv, q.data() + at, c.head_dim, kv_head, pos0 + j + 1, scale);
+                for (int d = 0; d < c.head_dim; ++d) {
+                  ASSERT_NEAR(out[at + d], expected[size_t(d)], 2e-5)
+                      << isa_name(isa) << " " << dtype_name(type) << (transposed ? " transposed" : "")
+                      << " n_ctx=" << c.n_ctx << " head_dim=" << c.head_dim << " tokens=" << n_tokens << " j=" << j
+                      << " g=" << g << " d=" << d;
+                }
+              }
+            }
           }
-          s[size_t(t)] = acc * scale;
-        }
-        const double max = *std::max_element(s.begin(), s.end());
-        double sum = 0;
-        for (double& v : s) sum += (v = std::exp(v - max));
-        for (int d = 0; d < c.head_dim; ++d) {
-          double acc = 0;
-          for (int64_t t = 0; t < c.n_ctx; ++t) {
-            acc += s[size_t(t)] / sum * kv.v_values[size_t((t * n_kv_heads + kv_head) * c.head_dim + d)];
-          }
-          expected[size_t(g * c.head_dim + d)] = acc;
         }
       }
+    }
+  }
+}
+
+TEST(Attention, ATokensOutputDoesNotDependOnTheTokensComputedWithIt) {
+  // Each (token, head) follows one fixed arithmetic order: computing 4 tokens at once gives
+  // each token the bits it gets alone, on every ISA and for both K layouts.
+  const int n_kv_heads = 2, kv_head = 1;
+  for (bool transposed : {false, true}) {
+    for (const AttentionCase& c : kAttentionCases) {
+      if (c.n_ctx < kAttentionMaxTokens) continue;
+      const PagedKv kv = make_paged_kv(DType::F16, n_kv_heads, c.head_dim, c.block_size, c.n_ctx, 5, transposed);
+      const int n_tokens = kAttentionMaxTokens;
+      const int64_t pos0 = c.n_ctx - n_tokens;
+      const size_t q_stride = size_t(c.n_group) * c.head_dim;
+      const std::vector<float> q = random_floats(int64_t(q_stride) * n_tokens, 9);
       for (Isa isa : supported_isas()) {
-        std::vector<float> out(q.size(), NAN), scratch(size_t(c.n_ctx), NAN);
-        kernels_for(isa).attention(q.data(), c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v), kv_head,
-                                   c.n_ctx, scale, out.data(), scratch.data());
-        for (size_t i = 0; i < out.size(); ++i) {
-          ASSERT_NEAR(out[i], expected[i], 2e-5) << isa_name(isa) << " " << dtype_name(type) << " n_ctx=" << c.n_ctx
-                                                 << " head_dim=" << c.head_dim << " i=" << i;
+        const KernelTable& kt = kernels_for(isa);
+        std::vector<float> together(q.size()), scratch(attention_scratch_floats(n_tokens, c.n_group, c.n_ctx));
+        kt.attention(q.data(), q_stride, n_tokens, c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v), kv_head, pos0,
+                     0.125f, together.data(), q_stride, scratch.data());
+        for (int j = 0; j < n_tokens; ++j) {
+          std::vector<float> alone(q_stride);
+          kt.attention(q.data() + j * q_stride, q_stride, 1, c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v),
+                       kv_head, pos0 + j, 0.125f, alone.data(), q_stride, scratch.data());
+          ASSERT_EQ(std::memcmp(alone.data(), together.data() + j * q_stride, q_stride * sizeof(float)), 0)
+              << isa_name(isa) << (transposed ? " transposed" : "") << " n_ctx=" << c.n_ctx << " j=" << j;
         }
       }
     }

@@ -205,20 +205,36 @@ std::vector<float> activation_test_data(int64_t n, uint32_t seed) {
   return x;
 }
 
-TEST(ActivationQuantizer, Q8_0MatchesFormulaOnEveryIsa) {
+TEST(ActivationQuantizer, Q8GroupsMatchFormulaOnEveryIsa) {
   const int64_t n = 32 * 40;
   const std::vector<float> x = activation_test_data(n, 21);
-  for (Isa isa : supported_isas()) {
-    std::vector<BlockQ8_0> blocks(size_t(n / 32));
-    kernels_for(isa).quantize_q8_0(x.data(), blocks.data(), n);
-    for (int64_t b = 0; b < n / 32; ++b) {
-      float amax = 0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(32 * b + j)]));
-      ASSERT_EQ(blocks[size_t(b)].d, fp32_to_fp16(amax / 127)) << isa_name(isa) << " block " << b;
-      const float id = amax != 0 ? 127 / amax : 0;
-      for (int j = 0; j < 32; ++j) {
-        const int expected = static_cast<int>(std::nearbyint(x[size_t(32 * b + j)] * id));
-        ASSERT_EQ(blocks[size_t(b)].qs[j], expected) << isa_name(isa) << " block " << b << " elem " << j;
+  for (int32_t offset : {128, 8}) {
+    for (int row : {0, 3, kTileActs - 1}) {
+      for (Isa isa : supported_isas()) {
+        std::vector<uint8_t> group(q8_group_bytes(n), 0xA5);
+        kernels_for(isa).quantize_q8(x.data(), n, offset, group.data(), row);
+        const Q8Group q = q8_group(group.data(), n);
+        for (int64_t b = 0; b < n / 32; ++b) {
+          float amax = 0;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(32 * b + j)]));
+          ASSERT_EQ(q.d[b * kTileActs + row], fp16_to_fp32(fp32_to_fp16(amax / 127))) << isa_name(isa) << " block " << b;
+          const float id = amax != 0 ? 127 / amax : 0;
+          int sum = 0;
+          for (int j = 0; j < 32; ++j) {
+            const int expected = static_cast<int>(std::nearbyint(x[size_t(32 * b + j)] * id));
+            int8_t got;
+            std::memcpy(&got, reinterpret_cast<const int8_t*>(&q.q4[(b * 8 + j / 4) * kTileActs + row]) + j % 4, 1);
+            ASSERT_EQ(got, expected) << isa_name(isa) << " block " << b << " elem " << j;
+            sum += expected;
+          }
+          ASSERT_EQ(q.corr[b * kTileActs + row], -offset * sum) << isa_name(isa) << " block " << b;
+          // The other rows of the group are untouched.
+          const int other = (row + 1) % kTileActs;
+          int32_t pattern;
+          std::memset(&pattern, 0xA5, 4);
+          ASSERT_EQ(q.corr[b * kTileActs + other], pattern);
+          ASSERT_EQ(q.q4[(b * 8) * kTileActs + other], pattern);
+        }
       }
     }
   }
