@@ -316,7 +316,7 @@ class PrometheusScrapesSpillway(unittest.TestCase):
     def documented_names(self):
         with open(os.path.join(SOURCE_DIR, "README.md")) as f:
             readme = f.read()
-        return set(re.findall(r"`(spillway_[a-z0-9_]+)`", readme))
+        return set(re.findall(r"spillway_[a-z0-9_]+", readme))
 
     def test_dashboard_queries_parse_and_name_known_metrics(self):
         queries = self.dashboard_queries()
