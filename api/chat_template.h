@@ -43,7 +43,8 @@ class ChatTemplate {
   // Parses the template source; a syntax error names the line and what was expected.
   static Result<ChatTemplate> parse(std::string source);
 
-  // Renders the prompt. raise_exception("msg") in the template becomes Error{"msg"}.
+  // Renders the prompt. raise_exception("msg") in the template becomes Error{"msg"}; other
+  // failures read "chat template error at line N: ..." (jinja2's message where there is one).
   Result<std::string> render(const ChatTemplateInputs& inputs) const;
 
   const std::string& source() const;

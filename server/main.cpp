@@ -1,4 +1,5 @@
 // spillway: the command-line entry point.
+//   spillway serve            the OpenAI-compatible HTTP server
 //   spillway run              complete a raw prompt (engine check, no server)
 //   spillway make-demo-model  write a deterministic random-weight GGUF
 //   spillway bench            speeds as fractions of this machine's limits
@@ -6,12 +7,14 @@
 #include <CLI/CLI.hpp>
 
 #include "server/commands.h"
+#include "server/serve_options.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Spillway: an OpenAI-compatible LLM server that keeps serving when the model "
                "is bigger than memory"};
   app.require_subcommand(1);
   int exit_code = 0;
+  spillway::server::add_serve_command(app, exit_code);
   spillway::server::add_run_command(app, exit_code);
   spillway::server::add_make_demo_model_command(app, exit_code);
   spillway::server::add_bench_command(app, exit_code);

@@ -1,0 +1,42 @@
+// POST /v1/chat/completions: the request body read and validated into plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/api_error.h"
+#include "api/sampling_fields.h"
+
+namespace spillway::api {
+
+enum class ToolChoice { None, Auto };
+
+struct ChatRequest {
+  std::string model;
+  nlohmann::ordered_json messages;         // template form (api/chat_messages.h)
+  nlohmann::ordered_json tools = nullptr;  // the tools array, or null
+  std::vector<std::string> tool_names;
+  ToolChoice tool_choice = ToolChoice::Auto;
+  SamplingFields sampling;                 // max_tokens unset: up to the context
+  bool logprobs = false;
+  int32_t top_logprobs = 0;                // 0..20, only with logprobs
+  nlohmann::ordered_json chat_template_kwargs = nullptr;  // object or null
+  bool add_generation_prompt = true;       // vLLM extension
+
+  // Tool calls are looked for in the output only when tools were given and allowed.
+  bool parse_tool_calls() const { return !tool_names.empty() && tool_choice != ToolChoice::None; }
+};
+
+// Parses the raw body. Unknown fields are ignored; understood but unsupported ones
+// (response_format json_object / json_schema, tool_choice "required" or a named function)
+// are a 400 naming the field.
+ApiResult<ChatRequest> parse_chat_request(std::string_view body);
+
+// Shared by the request parsers: the body as JSON, or the 400 for malformed JSON.
+ApiResult<nlohmann::ordered_json> parse_json_body(std::string_view body);
+
+}  // namespace spillway::api

@@ -1,0 +1,96 @@
+#include "server/generation_params.h"
+
+#include <fmt/format.h>
+
+namespace spillway::server {
+
+namespace {
+
+api::ApiError token_out_of_range(std::string param, int32_t id, int32_t n_vocab) {
+  return api::invalid_value(param, fmt::format("Invalid '{}': token id {} is out of range; this "
+                                               "model's vocabulary has {} tokens.",
+                                               param, id, n_vocab));
+}
+
+}  // namespace
+
+api::ApiResult<scheduler::GenerationParams> make_generation_params(
+    const api::SamplingFields& f, std::vector<int32_t> prompt, LogprobRequest logprobs,
+    bool skip_special_default, const ModelLimits& limits, std::string_view prompt_param) {
+  scheduler::GenerationParams p;
+  if (prompt.empty()) {
+    return api::invalid_value(prompt_param, fmt::format("Invalid '{}': the prompt is empty after "
+                                                        "tokenization.",
+                                                        prompt_param));
+  }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] >= limits.n_vocab) {
+      return token_out_of_range(fmt::format("{}[{}]", prompt_param, i), prompt[i], limits.n_vocab);
+    }
+  }
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (f.max_tokens) {
+    if (n_prompt + *f.max_tokens > limits.max_context) {
+      api::ApiError e = api::context_length_exceeded(fmt::format(
+          "This model's maximum context length is {} tokens. However, you requested {} tokens "
+          "({} in the {}, {} for the completion). Please reduce the length of the {} or "
+          "completion.",
+          limits.max_context, n_prompt + *f.max_tokens, n_prompt, prompt_param, *f.max_tokens,
+          prompt_param));
+      e.param = std::string(prompt_param);
+      return e;
+    }
+    p.max_tokens = *f.max_tokens;
+  } else {
+    if (n_prompt >= limits.max_context) {
+      api::ApiError e = api::context_length_exceeded(fmt::format(
+          "This model's maximum context length is {} tokens. However, your {} resulted in {} "
+          "tokens. Please reduce the length of the {}.",
+          limits.max_context, prompt_param, n_prompt, prompt_param));
+      e.param = std::string(prompt_param);
+      return e;
+    }
+    p.max_tokens = static_cast<int32_t>(limits.max_context - n_prompt);
+  }
+  if (f.min_tokens > p.max_tokens) {
+    return api::invalid_value("min_tokens", fmt::format("Invalid 'min_tokens': {} is more than the "
+                                                        "{} tokens that fit after the prompt.",
+                                                        f.min_tokens, p.max_tokens));
+  }
+  p.prompt = std::move(prompt);
+
+  engine::SamplingParams& s = p.sampling;
+  s.temperature = static_cast<float>(f.temperature);
+  // OpenAI accepts top_p = 0; the engine wants (0, 1]: keep only the most likely token.
+  s.top_p = f.top_p > 0.0 ? static_cast<float>(f.top_p) : 1e-9f;
+  s.top_k = f.top_k;
+  s.min_p = static_cast<float>(f.min_p);
+  s.repetition_penalty = static_cast<float>(f.repetition_penalty);
+  s.presence_penalty = static_cast<float>(f.presence_penalty);
+  s.frequency_penalty = static_cast<float>(f.frequency_penalty);
+  for (const auto& [id, bias] : f.logit_bias) {
+    if (id >= limits.n_vocab) {
+      return token_out_of_range(fmt::format("logit_bias.{}", id), id, limits.n_vocab);
+    }
+    s.logit_bias.emplace_back(id, bias);
+  }
+  if (f.seed) s.seed = static_cast<uint64_t>(*f.seed);
+  s.logprobs = logprobs.logprobs;
+  s.top_logprobs = logprobs.top_logprobs;
+
+  p.min_tokens = f.min_tokens;
+  p.ignore_eos = f.ignore_eos;
+  p.stop = f.stop;
+  for (size_t i = 0; i < f.stop_token_ids.size(); ++i) {
+    if (f.stop_token_ids[i] >= limits.n_vocab) {
+      return token_out_of_range(fmt::format("stop_token_ids[{}]", i), f.stop_token_ids[i],
+                                limits.n_vocab);
+    }
+  }
+  p.stop_token_ids = f.stop_token_ids;
+  p.n = f.n;
+  p.skip_special_tokens = f.skip_special_tokens.value_or(skip_special_default);
+  return p;
+}
+
+}  // namespace spillway::server

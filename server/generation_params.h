@@ -1,0 +1,31 @@
+// The wire's sampling and stopping fields mapped onto the engine's GenerationParams, with
+// the checks that need the model: token ids against the vocabulary, prompt + max_tokens
+// against the context (OpenAI's context_length_exceeded).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "api/api_error.h"
+#include "api/sampling_fields.h"
+#include "scheduler/engine_loop.h"
+
+namespace spillway::server {
+
+struct ModelLimits {
+  int32_t n_vocab = 0;
+  int32_t max_context = 0;
+};
+
+struct LogprobRequest {
+  bool logprobs = false;     // the chosen tokens' logprobs
+  int32_t top_logprobs = 0;  // alternatives per token
+};
+
+// prompt_param names the prompt in errors ("messages" or "prompt").
+api::ApiResult<scheduler::GenerationParams> make_generation_params(
+    const api::SamplingFields& fields, std::vector<int32_t> prompt, LogprobRequest logprobs,
+    bool skip_special_default, const ModelLimits& limits, std::string_view prompt_param);
+
+}  // namespace spillway::server

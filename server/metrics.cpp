@@ -1,0 +1,253 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <mutex>
+#include <string>
+
+namespace spillway::server {
+
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// vLLM's buckets.
+const Histogram::BucketBoundaries kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                                  0.1,   0.25,  0.5,  0.75, 1.0,  2.5,  5.0,
+                                                  7.5,   10.0,  20.0, 40.0, 80.0, 160.0, 640.0,
+                                                  2560.0};
+const Histogram::BucketBoundaries kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,
+                                                 0.3,  0.4,   0.5,  0.75,  1.0,  2.5,  5.0,
+                                                 7.5,  10.0,  20.0, 40.0,  80.0};
+const Histogram::BucketBoundaries kRequestBuckets = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,
+                                                     5.0,  10.0, 15.0, 20.0,  30.0,  40.0,  50.0,
+                                                     60.0, 120.0, 240.0, 480.0, 960.0, 1920.0,
+                                                     7680.0};
+const Histogram::BucketBoundaries kStepSecondsBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                         0.1,   0.25,   0.5,   1.0,  2.5,   5.0,
+                                                         10.0};
+const Histogram::BucketBoundaries kBatchTokenBuckets = {1,   2,   4,    8,    16,   32,  64,
+                                                        128, 256, 512, 1024, 2048, 4096, 8192};
+const Histogram::BucketBoundaries kBatchSequenceBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+constexpr std::string_view kEndpoints[] = {"/v1/chat/completions", "/v1/completions",
+                                           "/v1/models", "/tokenize", "/detokenize", "/health",
+                                           "/live", "/metrics"};
+
+}  // namespace
+
+struct ServerMetrics::Impl {
+  std::string model_name;
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<prometheus::Registry> aliases = std::make_shared<prometheus::Registry>();
+
+  Family<Counter>& http_requests = prometheus::BuildCounter()
+      .Name("spillway_http_requests_total")
+      .Help("HTTP requests answered, by endpoint and status code (499: the client left)")
+      .Register(*registry);
+  Family<Counter>& finished = prometheus::BuildCounter()
+      .Name("spillway_requests_finished_total")
+      .Help("Generation requests finished, by finish reason")
+      .Register(*registry);
+  Counter& prompt_tokens = prometheus::BuildCounter()
+      .Name("spillway_prompt_tokens_total")
+      .Help("Prompt tokens of finished generation requests")
+      .Register(*registry).Add({});
+  Counter& generation_tokens = prometheus::BuildCounter()
+      .Name("spillway_generation_tokens_total")
+      .Help("Tokens generated")
+      .Register(*registry).Add({});
+  Counter& prefix_queried = prometheus::BuildCounter()
+      .Name("spillway_prefix_cache_queried_tokens_total")
+      .Help("Prompt tokens looked up in the prefix cache")
+      .Register(*registry).Add({});
+  Counter& prefix_hit = prometheus::BuildCounter()
+      .Name("spillway_prefix_cache_hit_tokens_total")
+      .Help("Prompt tokens served from the prefix cache")
+      .Register(*registry).Add({});
+  Counter& preemptions = prometheus::BuildCounter()
+      .Name("spillway_preemptions_total")
+      .Help("Sequences preempted for lack of KV blocks")
+      .Register(*registry).Add({});
+  Counter& steps = prometheus::BuildCounter()
+      .Name("spillway_engine_steps_total")
+      .Help("Engine steps (forward passes) run")
+      .Register(*registry).Add({});
+
+  Gauge& running = prometheus::BuildGauge()
+      .Name("spillway_requests_running")
+      .Help("Requests with a sequence in the running batch")
+      .Register(*registry).Add({});
+  Gauge& waiting = prometheus::BuildGauge()
+      .Name("spillway_requests_waiting")
+      .Help("Requests waiting to run (queued or preempted)")
+      .Register(*registry).Add({});
+  Gauge& kv_usage = prometheus::BuildGauge()
+      .Name("spillway_kv_cache_usage_ratio")
+      .Help("Fraction of KV cache blocks referenced by live sequences (0-1)")
+      .Register(*registry).Add({});
+  Family<Gauge>& kv_blocks = prometheus::BuildGauge()
+      .Name("spillway_kv_cache_blocks")
+      .Help("KV cache blocks by state: used (live sequences), cached (prefix cache, evictable), free")
+      .Register(*registry);
+  Gauge& kv_used = kv_blocks.Add({{"state", "used"}});
+  Gauge& kv_cached = kv_blocks.Add({{"state", "cached"}});
+  Gauge& kv_free = kv_blocks.Add({{"state", "free"}});
+  Gauge& step_plans = prometheus::BuildGauge()
+      .Name("spillway_step_plans")
+      .Help("Live step plans (distinct padded batch shapes with a workspace)")
+      .Register(*registry).Add({});
+  Gauge& ready = prometheus::BuildGauge()
+      .Name("spillway_ready")
+      .Help("1 when the model is loaded and warmed and the server takes requests")
+      .Register(*registry).Add({});
+
+  Histogram& ttft = prometheus::BuildHistogram()
+      .Name("spillway_time_to_first_token_seconds")
+      .Help("Time from request arrival to its first generated token")
+      .Register(*registry).Add({}, kTtftBuckets);
+  Histogram& itl = prometheus::BuildHistogram()
+      .Name("spillway_inter_token_latency_seconds")
+      .Help("Time between consecutive token deliveries of a request")
+      .Register(*registry).Add({}, kItlBuckets);
+  Histogram& e2e = prometheus::BuildHistogram()
+      .Name("spillway_e2e_request_latency_seconds")
+      .Help("Time from request arrival to its last token")
+      .Register(*registry).Add({}, kRequestBuckets);
+  Histogram& queue = prometheus::BuildHistogram()
+      .Name("spillway_request_queue_time_seconds")
+      .Help("Time a request waited before its first engine step")
+      .Register(*registry).Add({}, kRequestBuckets);
+  Histogram& step_seconds = prometheus::BuildHistogram()
+      .Name("spillway_step_duration_seconds")
+      .Help("Wall time of one engine step (forward and sampling)")
+      .Register(*registry).Add({}, kStepSecondsBuckets);
+  Histogram& batch_tokens = prometheus::BuildHistogram()
+      .Name("spillway_step_batch_tokens")
+      .Help("Tokens forwarded per engine step")
+      .Register(*registry).Add({}, kBatchTokenBuckets);
+  Histogram& batch_sequences = prometheus::BuildHistogram()
+      .Name("spillway_step_batch_sequences")
+      .Help("Sequences per engine step")
+      .Register(*registry).Add({}, kBatchSequenceBuckets);
+
+  // vLLM's names, for routers and dashboards written for vLLM.
+  Gauge& vllm_waiting = prometheus::BuildGauge()
+      .Name("vllm:num_requests_waiting")
+      .Help("Number of requests waiting to be processed.")
+      .Register(*aliases).Add({{"model_name", model_name}});
+  Gauge& vllm_running = prometheus::BuildGauge()
+      .Name("vllm:num_requests_running")
+      .Help("Number of requests in model execution batches.")
+      .Register(*aliases).Add({{"model_name", model_name}});
+  Gauge& vllm_kv_usage = prometheus::BuildGauge()
+      .Name("vllm:kv_cache_usage_perc")
+      .Help("KV-cache usage. 1 means 100 percent usage.")
+      .Register(*aliases).Add({{"model_name", model_name}});
+  Family<Gauge>& vllm_cache_config = prometheus::BuildGauge()
+      .Name("vllm:cache_config_info")
+      .Help("Information of the LLMEngine CacheConfig")
+      .Register(*aliases);
+
+  std::mutex mu;  // cache-config gauge creation; render()
+  bool cache_config_set = false;
+
+  explicit Impl(std::string name) : model_name(std::move(name)) {}
+};
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : impl_(std::make_unique<Impl>(std::move(model_name))) {
+  // Every endpoint's 200 series exists from the start, so rates work from the first scrape.
+  for (std::string_view e : kEndpoints) {
+    impl_->http_requests.Add({{"endpoint", std::string(e)}, {"status", "200"}});
+  }
+  for (const char* r : {"stop", "length", "tool_calls", "cancelled", "error"}) {
+    impl_->finished.Add({{"finish_reason", r}});
+  }
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+std::string_view ServerMetrics::endpoint_label(std::string_view path) {
+  for (std::string_view e : kEndpoints) {
+    if (path == e) return e;
+  }
+  if (path.substr(0, 11) == "/v1/models/") return "/v1/models/{id}";
+  return "other";
+}
+
+void ServerMetrics::count_request(std::string_view path, int status) {
+  impl_->http_requests
+      .Add({{"endpoint", std::string(endpoint_label(path))}, {"status", std::to_string(status)}})
+      .Increment();
+}
+
+void ServerMetrics::count_finished(std::string_view reason) {
+  impl_->finished.Add({{"finish_reason", std::string(reason)}}).Increment();
+}
+
+void ServerMetrics::add_prompt_tokens(int64_t n) { impl_->prompt_tokens.Increment(static_cast<double>(n)); }
+void ServerMetrics::add_generation_tokens(int64_t n) {
+  impl_->generation_tokens.Increment(static_cast<double>(n));
+}
+void ServerMetrics::observe_queue_time(double s) { impl_->queue.Observe(s); }
+void ServerMetrics::observe_time_to_first_token(double s) { impl_->ttft.Observe(s); }
+void ServerMetrics::observe_inter_token_latency(double s) { impl_->itl.Observe(s); }
+void ServerMetrics::observe_e2e_latency(double s) { impl_->e2e.Observe(s); }
+void ServerMetrics::set_ready(bool ready) { impl_->ready.Set(ready ? 1.0 : 0.0); }
+
+void ServerMetrics::set_cache_config(int32_t block_size, int32_t num_blocks) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->cache_config_set) return;
+  impl_->cache_config_set = true;
+  impl_->vllm_cache_config
+      .Add({{"block_size", std::to_string(block_size)}, {"num_gpu_blocks", std::to_string(num_blocks)}})
+      .Set(1.0);
+}
+
+void ServerMetrics::on_step(const scheduler::StepStats& stats) {
+  impl_->steps.Increment();
+  if (stats.preemptions > 0) impl_->preemptions.Increment(stats.preemptions);
+  impl_->step_seconds.Observe(stats.seconds);
+  impl_->batch_tokens.Observe(stats.batch_tokens);
+  impl_->batch_sequences.Observe(stats.batch_sequences);
+}
+
+void ServerMetrics::on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) {
+  if (queried_tokens > 0) impl_->prefix_queried.Increment(queried_tokens);
+  if (hit_tokens > 0) impl_->prefix_hit.Increment(hit_tokens);
+}
+
+std::string ServerMetrics::render(const std::optional<scheduler::EngineSnapshot>& snapshot,
+                                  bool with_vllm_aliases) {
+  std::lock_guard lock(impl_->mu);
+  if (snapshot) {
+    const scheduler::EngineSnapshot& s = *snapshot;
+    const double total = s.kv_blocks_total;
+    const double usage = total > 0 ? s.kv_blocks_used / total : 0.0;
+    impl_->running.Set(s.running);
+    impl_->waiting.Set(s.waiting);
+    impl_->kv_usage.Set(usage);
+    impl_->kv_used.Set(s.kv_blocks_used);
+    impl_->kv_cached.Set(s.kv_blocks_cached);
+    impl_->kv_free.Set(std::max(0, s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_cached));
+    impl_->step_plans.Set(s.live_step_plans);
+    impl_->vllm_running.Set(s.running);
+    impl_->vllm_waiting.Set(s.waiting);
+    impl_->vllm_kv_usage.Set(usage);
+  }
+  prometheus::TextSerializer serializer;
+  std::string out = serializer.Serialize(impl_->registry->Collect());
+  if (with_vllm_aliases) out += serializer.Serialize(impl_->aliases->Collect());
+  return out;
+}
+
+}  // namespace spillway::server

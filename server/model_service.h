@@ -1,0 +1,77 @@
+// The loaded model and its engine: model file, tokenizer, chat prompt, kernel thread pool,
+// engine loop. load() runs once on a loader thread while the HTTP server already listens;
+// handlers use the accessors only after ready().
+//
+// Thread contract: load() and stop() from the lifecycle thread(s); ready(), snapshot() and
+// (once ready) the accessors from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "scheduler/engine_loop.h"
+#include "server/model_backend.h"
+
+namespace spillway::engine {
+class Model;
+class Tokenizer;
+}  // namespace spillway::engine
+namespace spillway::kernels {
+class ThreadPool;
+}
+
+namespace spillway::server {
+
+struct ServeOptions;
+class ServerMetrics;
+class ChatPrompt;
+
+class ModelService final : public ModelBackend {
+ public:
+  ModelService(const ServeOptions& options, std::string model_path, ServerMetrics& metrics);
+  ~ModelService() override;
+
+  // Builds the demo model when asked to and it is missing, opens the model, picks the
+  // chat template, starts the engine and runs one short generation. Errors name the file.
+  Status load();
+  // Stops the engine: queued and running requests finish as cancelled. Idempotent.
+  void stop();
+
+  bool ready() const override { return ready_.load(std::memory_order_acquire); }
+  std::optional<scheduler::EngineSnapshot> snapshot() const override;
+  std::variant<scheduler::RequestId, scheduler::SubmitRejection> submit(
+      scheduler::GenerationParams params, scheduler::UpdateSink sink) override {
+    return engine_->submit(std::move(params), std::move(sink));
+  }
+  void cancel(scheduler::RequestId id) override { engine_->cancel(id); }
+  const engine::Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const ChatPrompt& chat_prompt() const override { return *chat_prompt_; }
+  int32_t max_context() const override { return max_context_; }
+  int32_t n_vocab() const override { return n_vocab_; }
+
+ private:
+  Status ensure_demo_model();
+  Status warm_up();
+
+  const ServeOptions& options_;
+  std::string model_path_;
+  ServerMetrics& metrics_;
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  std::unique_ptr<ChatPrompt> chat_prompt_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<scheduler::EngineLoop> engine_;
+  int32_t max_context_ = 0;
+  int32_t n_vocab_ = 0;
+  std::mutex engine_mu_;  // engine_ creation vs snapshot() / stop()
+  std::atomic<bool> engine_started_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace spillway::server

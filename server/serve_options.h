@@ -1,0 +1,56 @@
+// `spillway serve` options: flags, their SPILLWAY_<FLAG> environment variables, defaults.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace CLI {
+class App;
+}
+
+namespace spillway::server {
+
+enum class LogFormat { Text, Json };
+
+struct ServeOptions {
+  std::string model;              // GGUF file or HF folder; empty: the demo model
+  std::string demo_model;         // where the demo model is cached (built when missing)
+  std::string model_id;           // empty: derived from the model path
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0: an ephemeral port (logged)
+  std::string api_key;            // empty: no authentication
+  int threads = 0;                // kernel threads; 0: all cores
+  int32_t ctx_size = 0;           // per-sequence context; 0: the model's training context
+  int32_t max_batch_tokens = 512;
+  int32_t max_running = 64;
+  int32_t max_waiting = 256;
+  uint64_t kv_cache_bytes = 0;    // 0: enough for max_running full contexts, at most 1 GiB
+  double drain_timeout_seconds = 30.0;
+  LogFormat log_format = LogFormat::Text;
+  uint64_t max_body_bytes = 16ull << 20;
+  int max_connections = 1024;
+  int http_threads = 2;
+  double sse_keepalive_seconds = 15.0;
+};
+
+// Registers `serve` on the app (server/command_serve.cpp); the callback runs the server and
+// stores the exit code.
+void add_serve_command(CLI::App& app, int& exit_code);
+
+// "512M", "4G", "1.5GiB", "1048576" (binary multiples K, M, G, T; optional B / iB).
+std::optional<uint64_t> parse_size(std::string_view text);
+
+// The default demo-model cache: $XDG_CACHE_HOME/spillway or ~/.cache/spillway, file
+// spillway-demo.gguf.
+std::string default_demo_model_path();
+
+// "org/Model-7B" from a path: the file name without .gguf, or the folder name.
+std::string model_id_from_path(std::string_view path);
+
+// Runs the server until SIGTERM / SIGINT and the drain; returns the exit code
+// (server/command_serve.cpp).
+int run_serve(const ServeOptions& options);
+
+}  // namespace spillway::server

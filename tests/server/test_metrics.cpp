@@ -1,0 +1,94 @@
+// The metrics exposition: text format, names, types, the vllm: aliases, values taken from
+// the engine snapshot and from the observer calls.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "server/metrics.h"
+
+namespace spillway::server {
+namespace {
+
+// The value of the sample line that starts with `series` (name{labels}), or -1.
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+TEST(ServerMetrics, ExpositionHasTypesHelpAndBaseUnits) {
+  ServerMetrics m("org/model");
+  const std::string text = m.render(std::nullopt);
+  for (const char* line : {"# TYPE spillway_http_requests_total counter",
+                           "# TYPE spillway_requests_running gauge",
+                           "# TYPE spillway_time_to_first_token_seconds histogram",
+                           "# TYPE spillway_inter_token_latency_seconds histogram",
+                           "# TYPE spillway_e2e_request_latency_seconds histogram",
+                           "# TYPE spillway_request_queue_time_seconds histogram",
+                           "# TYPE spillway_step_batch_tokens histogram",
+                           "# TYPE spillway_kv_cache_usage_ratio gauge",
+                           "# TYPE vllm:num_requests_waiting gauge",
+                           "# TYPE vllm:kv_cache_usage_perc gauge"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+  EXPECT_NE(text.find("# HELP spillway_prompt_tokens_total "), std::string::npos);
+  EXPECT_EQ(m.render(std::nullopt, /*with_vllm_aliases=*/false).find("vllm:"), std::string::npos);
+}
+
+TEST(ServerMetrics, SnapshotAndObserverValues) {
+  ServerMetrics m("m");
+  scheduler::EngineSnapshot s;
+  s.running = 3;
+  s.waiting = 2;
+  s.kv_blocks_total = 100;
+  s.kv_blocks_used = 25;
+  s.kv_blocks_cached = 10;
+  s.live_step_plans = 4;
+  m.on_prefix_lookup(64, 48);
+  m.on_prefix_lookup(16, 0);
+  scheduler::StepStats step;
+  step.batch_tokens = 40;
+  step.batch_sequences = 3;
+  step.preemptions = 2;
+  step.seconds = 0.01;
+  m.on_step(step);
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/some/unknown/path/123", 404);
+  m.count_finished("length");
+  m.add_generation_tokens(7);
+  m.set_cache_config(16, 100);
+  const std::string text = m.render(s);
+  EXPECT_EQ(sample(text, "spillway_requests_running"), 3);
+  EXPECT_EQ(sample(text, "spillway_requests_waiting"), 2);
+  EXPECT_DOUBLE_EQ(sample(text, "spillway_kv_cache_usage_ratio"), 0.25);
+  EXPECT_EQ(sample(text, "spillway_kv_cache_blocks{state=\"free\"}"), 65);
+  EXPECT_EQ(sample(text, "spillway_step_plans"), 4);
+  EXPECT_EQ(sample(text, "spillway_prefix_cache_queried_tokens_total"), 80);
+  EXPECT_EQ(sample(text, "spillway_prefix_cache_hit_tokens_total"), 48);
+  EXPECT_EQ(sample(text, "spillway_preemptions_total"), 2);
+  EXPECT_EQ(sample(text, "spillway_step_batch_tokens_count"), 1);
+  EXPECT_EQ(sample(text, "spillway_step_batch_tokens_bucket{le=\"32\"}"), 0);
+  EXPECT_EQ(sample(text, "spillway_step_batch_tokens_bucket{le=\"64\"}"), 1);
+  EXPECT_EQ(sample(text, "spillway_generation_tokens_total"), 7);
+  EXPECT_EQ(sample(text, "spillway_http_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"}"), 2);
+  EXPECT_EQ(sample(text, "spillway_http_requests_total{endpoint=\"other\",status=\"404\"}"), 1)
+      << "unknown paths share one label value";
+  EXPECT_EQ(sample(text, "spillway_requests_finished_total{finish_reason=\"length\"}"), 1);
+  EXPECT_EQ(sample(text, "vllm:num_requests_running{model_name=\"m\"}"), 3);
+  EXPECT_DOUBLE_EQ(sample(text, "vllm:kv_cache_usage_perc{model_name=\"m\"}"), 0.25);
+  EXPECT_EQ(sample(text, "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"100\"}"), 1);
+}
+
+TEST(ServerMetrics, EndpointLabelsAreBounded) {
+  EXPECT_EQ(ServerMetrics::endpoint_label("/v1/completions"), "/v1/completions");
+  EXPECT_EQ(ServerMetrics::endpoint_label("/v1/models/org/x"), "/v1/models/{id}");
+  EXPECT_EQ(ServerMetrics::endpoint_label("/v1/completions/x"), "other");
+}
+
+}  // namespace
+}  // namespace spillway::server
