@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  prometheus
   libboost1.74-dev nlohmann-json3-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
   libicu-dev python3 python3-numpy python3-jinja2 python3-prometheus-client curl
@@ -14,6 +15,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js + npm run the OpenAI SDK tests (tests/e2e/sdk): Debian's, unless one is on PATH.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
