@@ -15,8 +15,10 @@ What one request is:
   The prompt is about P words (--prompt-tokens P) drawn deterministically from a small word
   list with --seed; every request starts with its own number ("Request 7: ..."), so the
   prompts differ from their first token on and a prefix cache cannot serve one request from
-  another. (With --endpoint chat the chat template's own prefix is still shared.) Words are
-  not tokens: P words are usually somewhat more than P tokens.
+  another. (With --endpoint chat the chat template's own prefix is still shared.) The
+  prompts depend only on --seed and the request number, so a second run with the same seed
+  against the same server is served from its prefix cache: change --seed (or restart the
+  server) for cold numbers. Words are not tokens: P words are usually more than P tokens.
 
 What is measured (clock: time.perf_counter):
   TTFT   from just before the request is sent to the first SSE chunk carrying text
