@@ -21,6 +21,7 @@
 #include "server/chat_prompt.h"
 #include "server/logging.h"
 #include "server/metrics.h"
+#include "server/progress.h"
 #include "server/serve_options.h"
 
 namespace spillway::server {
@@ -54,7 +55,10 @@ Status ModelService::ensure_demo_model() {
   log_info("building the demo model", {{"path", model_path_}});
   // Written beside the target and renamed, so a concurrent start never sees half a file.
   const std::string tmp = fmt::format("{}.{}.tmp", model_path_, getpid());
-  Status st = engine::write_demo_model(tmp, *options);
+  ProgressReporter progress("building the demo model", "tensors",
+                            ProgressReporter::interactive_for(options_.log_format));
+  Status st = engine::write_demo_model(
+      tmp, *options, [&progress](int64_t done, int64_t total) { progress.update(done, total); });
   if (!st) {
     fs::remove(tmp, ec);
     return st;
@@ -69,6 +73,13 @@ Status ModelService::load() {
   if (options_.model.empty()) SPILLWAY_TRY(ensure_demo_model());
   if (stopped_) return Error{"stopped while loading"};
 
+  {
+    std::error_code size_ec;
+    const auto bytes = std::filesystem::is_regular_file(model_path_, size_ec)
+                           ? std::filesystem::file_size(model_path_, size_ec)
+                           : 0;
+    log_info("loading the model", {{"path", model_path_}, {"file_bytes", size_ec ? 0 : bytes}});
+  }
   auto model = engine::Model::open(model_path_);
   if (!model) return model.error();
   model_ = std::move(*model);
