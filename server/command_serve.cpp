@@ -136,11 +136,11 @@ int run_serve(const ServeOptions& options) {
       log_warn("drain timeout: cancelling the requests still running", {{"in_flight", ctx.in_flight.load()}});
     }
   }
-  // Stopping the engine finishes whatever still runs as cancelled; give those responses a
-  // moment to go out before the connections close.
+  // Stopping the engine finishes whatever still runs as cancelled; give those responses
+  // (their last chunks and error events) a moment to be written before the connections close.
   service.stop();
-  const auto flush_deadline = Clock::now() + std::chrono::seconds(2);
-  while (ctx.in_flight.load() > 0 && Clock::now() < flush_deadline) {
+  const auto flush_deadline = Clock::now() + std::chrono::seconds(5);
+  while ((ctx.in_flight.load() > 0 || server.open_responses() > 0) && Clock::now() < flush_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   loader.join();

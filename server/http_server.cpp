@@ -34,6 +34,7 @@ struct Shared {
   HttpHandler handler;
   HttpErrorResponder errors;
   std::atomic<int> connections{0};
+  std::atomic<int> open_responses{0};  // requests read whose response is not fully written
 };
 
 std::string chunk(std::string_view data) {
@@ -81,7 +82,10 @@ class Session : public std::enable_shared_from_this<Session> {
       : stream_(std::move(socket)), shared_(shared), heartbeat_timer_(stream_.get_executor()) {
     ++shared_.connections;
   }
-  ~Session() { --shared_.connections; }
+  ~Session() {
+    end_response();
+    --shared_.connections;
+  }
 
   auto executor() { return stream_.get_executor(); }
 
@@ -227,6 +231,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.body = std::move(req.body());
     auto ex = std::make_shared<Exchange>(shared_from_this(), std::move(request), ++serial_);
     exchange_ = ex;
+    begin_response();
     watch_for_disconnect(ex->serial_);
     try {
       shared_.handler(ex);
@@ -282,6 +287,7 @@ class Session : public std::enable_shared_from_this<Session> {
     http::async_write(stream_, *msg,
                       [self = shared_from_this(), msg](beast::error_code ec, std::size_t) {
                         self->stream_.expires_never();
+                        self->end_response();
                         if (ec || msg->need_eof()) return self->close();
                         self->read_header();
                       });
@@ -314,6 +320,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!finishing_) return;
     finishing_ = false;
     stream_.expires_never();
+    end_response();
     if (!keep_alive_) return close();
     read_header();
   }
@@ -332,7 +339,21 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // A response counts as open from its request's arrival until its last byte is written
+  // (or the connection closes), so a shutdown can wait for responses already produced.
+  void begin_response() {
+    if (response_open_) return;
+    response_open_ = true;
+    ++shared_.open_responses;
+  }
+  void end_response() {
+    if (!response_open_) return;
+    response_open_ = false;
+    --shared_.open_responses;
+  }
+
   void close() {
+    end_response();
     if (closed_) return;
     closed_ = true;
     heartbeat_timer_.cancel();
@@ -351,6 +372,7 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool closed_ = false;
+  bool response_open_ = false;
   // Streaming state.
   std::deque<std::string> queue_;
   bool writing_ = false;
@@ -443,5 +465,7 @@ void HttpServer::stop() {
 }
 
 int HttpServer::open_connections() const { return impl_->shared.connections.load(); }
+
+int HttpServer::open_responses() const { return impl_->shared.open_responses.load(); }
 
 }  // namespace spillway::server

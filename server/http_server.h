@@ -46,6 +46,8 @@ class HttpServer {
   void stop();
 
   int open_connections() const;
+  // Requests received whose response has not been written to the end (any thread).
+  int open_responses() const;
 
  private:
   struct Impl;
