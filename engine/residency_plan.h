@@ -37,6 +37,9 @@ struct ResidencyOptions {
   int32_t prefetch_depth = 2;  // streamed layers read ahead of the one computing
   // An explicit KV cache size (serve --kv-cache-bytes): reserved instead of the priority's.
   std::optional<int64_t> kv_reserve_bytes;
+  // Keep the file's row-major layout instead of retiling (bench: isolates the cost of the
+  // residency machinery from the speed of the layout).
+  bool keep_file_layout = false;
 };
 
 struct ResidencySizes {

@@ -59,7 +59,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   setup.memory_at_start = memory.read();
 
   // Sizes as the residency will hold them: lay the units out without reading anything.
-  const WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth};
+  const WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
+                                              .keep_file_layout = options.keep_file_layout};
   auto units = WeightResidency::measure(model, weight_options);
   if (!units) return units.error();
   ResidencySizes sizes;

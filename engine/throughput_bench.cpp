@@ -34,7 +34,8 @@ int32_t argmax(std::span<const float> row) {
 Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSource* weights,
                                             kernels::ThreadPool& pool,
                                             const ThroughputOptions& o,
-                                            const std::function<void()>& after_step) {
+                                            const std::function<void()>& after_step,
+                                            const std::function<void()>& after_warm_up) {
   const ModelConfig& c = model.config();
   if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.repeats < 1) {
     return Error{"bench: prompt tokens, generated tokens and repeats must be at least 1"};
@@ -79,6 +80,20 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     if (after_step) after_step();
     return out;
   };
+
+  {
+    // Untimed warm-up: the first touches of the workspaces and of mapped weight pages, and
+    // the pool threads' first wake-up, are not part of any measurement.
+    std::mt19937 warm_rng(static_cast<uint32_t>(o.seed) ^ 0x9e3779b9u);
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (int32_t& t : prompt) t = random_id(warm_rng);
+    ForwardBatch fb;
+    fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
+    fb.logit_rows.push_back(o.prompt_tokens - 1);
+    auto logits = step(fb);
+    if (!logits) return logits.error();
+    if (after_warm_up) after_warm_up();
+  }
 
   std::vector<double> batch_samples;
   for (int32_t rep = 0; rep < o.repeats; ++rep) {

@@ -43,10 +43,13 @@ struct ThroughputResult {
   ForwardProfile pp_profile, tg_profile, batch_profile;
 };
 
-// weights: null for the model's file mapping.
+// weights: null for the model's file mapping. One untimed prefill warms up first;
+// after_warm_up runs then (e.g. to snapshot cumulative I/O counters), after_step after
+// every forward step, warm-up included.
 Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSource* weights,
                                             kernels::ThreadPool& pool,
                                             const ThroughputOptions& options,
-                                            const std::function<void()>& after_step = {});
+                                            const std::function<void()>& after_step = {},
+                                            const std::function<void()>& after_warm_up = {});
 
 }  // namespace spillway::engine

@@ -107,7 +107,7 @@ Status WeightResidency::build_layout() {
     for (size_t i = 0; i < std::size(kLayerMatrices); ++i) {
       layer.matrices.push_back({kLayerMatrices[i], offsets[i]});
       kernels::WeightMatrix& m = layer.weights.*kLayerMatrices[i];
-      if (kernels::has_tiled_layout(m.type, m.cols)) {
+      if (!options_.keep_file_layout && kernels::has_tiled_layout(m.type, m.cols)) {
         m.layout = kernels::WeightLayout::Tiled;
         retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
       }
@@ -154,7 +154,7 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   w->output_.data = output_bytes;
   // The embeddings are looked up by row: a tied output matrix stays row-major.
   const bool tied = model.output().data == model.token_embedding().data;
-  if (!tied && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
+  if (!tied && !options.keep_file_layout && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
     std::vector<uint8_t> scratch(kernels::retile_scratch_bytes(w->output_.type, w->output_.cols));
     kernels::retile_in_place(w->output_.type, output_bytes, w->output_.rows, w->output_.cols, scratch.data());
     w->output_.layout = kernels::WeightLayout::Tiled;

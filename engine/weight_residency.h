@@ -11,8 +11,9 @@
 // The mapping itself is never read for these matrices, so the page cache does not fill
 // with weights (reads go through DirectReader).
 //
-// Q8_0 / Q4_0 matrices are rearranged in place into the kernels' tiled layout
-// (kernels::WeightLayout::Tiled) once their bytes are in memory: resident layers when they
+// Matrices with a tiled layout (F16/BF16/F32, Q8_0, Q4_0; kernels::has_tiled_layout) are
+// rearranged in place into it (kernels::WeightLayout::Tiled, unless keep_file_layout) once
+// their bytes are in memory: resident layers when they
 // are loaded, streamed layers by the streamer's I/O thread after each read, the output matrix
 // (unless tied to the embeddings) at creation. The kernels give bit-identical results on both
 // layouts, so this changes speed only.
@@ -39,6 +40,7 @@ struct WeightResidencyOptions {
   int32_t prefetch_depth = 2;             // streamed layers read ahead (staging slots - 1)
   bool direct_io = true;                  // O_DIRECT where the filesystem allows it
   uint64_t coalesce_gap_bytes = 1 << 20;  // merge a layer's file ranges closer than this
+  bool keep_file_layout = false;          // no retiling: the kernels read the file's layout
 };
 
 class WeightResidency final : public LayerWeightSource {

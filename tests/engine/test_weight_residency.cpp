@@ -118,6 +118,17 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
   }
 }
 
+TEST_P(WeightResidencyTest, TheFileLayoutGivesTheSameLogitsAsTheTiledOne) {
+  const int32_t n = model_->config().n_layers;
+  for (int32_t resident : {0, 3, 6}) {
+    WeightResidencyOptions o;
+    o.keep_file_layout = true;
+    auto w = WeightResidency::create(*model_, place_resident_layers(n, resident, ResidencyPlacement::First), o);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    expect_bit_identical(plain_, run_steps(*model_, w->get()), "file layout, resident " + std::to_string(resident));
+  }
+}
+
 TEST_P(WeightResidencyTest, SheddingAndReadmissionBetweenStepsKeepOutputsIdentical) {
   const int32_t n = model_->config().n_layers;
   auto w = WeightResidency::create(*model_, std::vector<bool>(n, true), {});
