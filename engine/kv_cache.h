@@ -53,8 +53,11 @@ class KvCache {
   int64_t elem_bytes_;
   int64_t token_elems_;   // n_kv_heads * head_dim
   int64_t layer_elems_;   // n_blocks * block_size * token_elems
-  std::unique_ptr<uint8_t[]> k_;
-  std::unique_ptr<uint8_t[]> v_;
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], Free> k_;  // calloc'd
+  std::unique_ptr<uint8_t[], Free> v_;
 };
 
 }  // namespace spillway::engine

@@ -53,7 +53,8 @@ Result<double> measure_disk_read_bandwidth(const std::string& path, uint64_t byt
 }
 
 Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptions& options,
-                                        const ResidencyDemand& demand, const MemorySource& memory) {
+                                        const ResidencyDemand& demand, const MemorySource& memory,
+                                        const WeightLoadProgress& progress) {
   const ModelConfig& c = model.config();
   ResidencySetup setup;
   setup.memory_at_start = memory.read();
@@ -76,7 +77,7 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   setup.plan = std::move(*plan);
 
   setup.prefetch_depth = options.prefetch_depth;
-  auto weights = WeightResidency::create(model, setup.plan.resident, weight_options);
+  auto weights = WeightResidency::create(model, setup.plan.resident, weight_options, progress);
   if (!weights) return weights.error();
   setup.weights = std::move(*weights);
 

@@ -34,8 +34,10 @@ struct ResidencySetup {
   std::vector<std::string> describe(const Model& model) const;
 };
 
+// progress: reading the resident weights (WeightResidency::create).
 Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptions& options,
-                                        const ResidencyDemand& demand, const MemorySource& memory);
+                                        const ResidencyDemand& demand, const MemorySource& memory,
+                                        const WeightLoadProgress& progress = {});
 
 // Bytes of the forward pass's workspaces and the allocator slack the plan reserves.
 int64_t runtime_reserve_bytes(const ModelConfig& config, const ResidencyDemand& demand);

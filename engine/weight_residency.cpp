@@ -128,7 +128,8 @@ Result<WeightResidency::UnitSizes> WeightResidency::measure(const Model& model,
 }
 
 Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
-    const Model& model, const std::vector<bool>& resident, const WeightResidencyOptions& options) {
+    const Model& model, const std::vector<bool>& resident, const WeightResidencyOptions& options,
+    const WeightLoadProgress& progress) {
   const auto n_layers = static_cast<int32_t>(model.layers().size());
   if (static_cast<int32_t>(resident.size()) != n_layers) {
     return Error{fmt::format("residency: {} flags for {} layers", resident.size(), n_layers)};
@@ -136,6 +137,12 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   if (options.prefetch_depth < 1) return Error{"residency: the prefetch depth must be at least 1"};
   std::unique_ptr<WeightResidency> w(new WeightResidency(model, options));
   SPILLWAY_TRY(w->build_layout());
+
+  int64_t total_bytes = static_cast<int64_t>(w->non_layer_.buffer_bytes), done_bytes = 0;
+  for (int32_t l = 0; l < n_layers; ++l) {
+    if (resident[l]) total_bytes += static_cast<int64_t>(w->layers_[l].unit.buffer_bytes);
+  }
+  if (progress) progress(0, total_bytes);
 
   for (const std::string& path : model.source().files()) {
     auto reader = DirectReader::open(path, options.direct_io);
@@ -161,10 +168,14 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   }
   w->retile_scratch_.resize(w->retile_scratch_bytes_);
   w->io_retile_scratch_.resize(w->retile_scratch_bytes_);
+  done_bytes += static_cast<int64_t>(w->non_layer_.buffer_bytes);
+  if (progress) progress(done_bytes, total_bytes);
 
   for (int32_t l = 0; l < n_layers; ++l) {
     if (resident[l]) {
       SPILLWAY_TRY(w->load_layer(l));
+      done_bytes += static_cast<int64_t>(w->layers_[l].unit.buffer_bytes);
+      if (progress) progress(done_bytes, total_bytes);
     } else {
       w->unload_layer(l);
     }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,10 @@
 #include "engine/weight_streamer.h"
 
 namespace spillway::engine {
+
+// Reading resident weights at creation: called on the creating thread with the bytes read
+// so far and the total (the non-layer set plus the resident layers), first with 0.
+using WeightLoadProgress = std::function<void(int64_t done_bytes, int64_t total_bytes)>;
 
 struct WeightResidencyOptions {
   int32_t prefetch_depth = 2;             // streamed layers read ahead (staging slots - 1)
@@ -48,7 +53,8 @@ class WeightResidency final : public LayerWeightSource {
   // resident: one flag per layer. Reads the non-layer set and the resident layers now.
   static Result<std::unique_ptr<WeightResidency>> create(const Model& model,
                                                          const std::vector<bool>& resident,
-                                                         const WeightResidencyOptions& options);
+                                                         const WeightResidencyOptions& options,
+                                                         const WeightLoadProgress& progress = {});
   ~WeightResidency() override;
 
   // Bytes each unit takes in memory, without reading or allocating anything.

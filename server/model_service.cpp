@@ -101,12 +101,17 @@ Status ModelService::load() {
   if (!residency_options_or) return residency_options_or.error();
   engine::ResidencyOptions residency_opts = *residency_options_or;
   if (options_.kv_cache_bytes > 0) residency_opts.kv_reserve_bytes = static_cast<int64_t>(options_.kv_cache_bytes);
+  ProgressReporter progress("reading the resident weights", "bytes",
+                            ProgressReporter::interactive_for(options_.log_format));
   auto setup = engine::set_up_residency(
       *model_, residency_opts,
       engine::ResidencyDemand{.context_tokens = context,
                               .max_batch_tokens = options_.max_batch_tokens,
                               .threads = threads},
-      memory_);
+      memory_, [&progress](int64_t done, int64_t total) {
+        constexpr int64_t kWorthReporting = int64_t{256} << 20;  // below this it takes a blink
+        if (total >= kWorthReporting) progress.update(done, total);
+      });
   if (!setup) return setup.error();
   residency_ = std::make_unique<engine::ResidencySetup>(std::move(*setup));
   for (const std::string& line : residency_->describe(*model_)) log_info(line);

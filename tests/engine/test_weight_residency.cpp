@@ -118,6 +118,22 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
   }
 }
 
+TEST_P(WeightResidencyTest, LoadProgressCountsTheResidentBytesUpToTheTotal) {
+  const int32_t n = model_->config().n_layers;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  auto w = WeightResidency::create(*model_, place_resident_layers(n, 4, ResidencyPlacement::Interleaved), {},
+                                   [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_EQ(calls.size(), 2u + 4u);  // the start, the non-layer set, each resident layer
+  EXPECT_EQ(calls.front().first, 0);
+  for (size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_GT(calls[i].first, calls[i - 1].first);
+    EXPECT_EQ(calls[i].second, calls[0].second);
+  }
+  EXPECT_EQ(calls.back().first, calls.back().second);
+  EXPECT_EQ(calls.back().second, (*w)->resident_weight_bytes());
+}
+
 TEST_P(WeightResidencyTest, TheFileLayoutGivesTheSameLogitsAsTheTiledOne) {
   const int32_t n = model_->config().n_layers;
   for (int32_t resident : {0, 3, 6}) {
