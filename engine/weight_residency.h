@@ -11,11 +11,11 @@
 // The mapping itself is never read for these matrices, so the page cache does not fill
 // with weights (reads go through DirectReader).
 //
-// Matrices with a tiled layout (F16/BF16/F32, Q8_0, Q4_0; kernels::has_tiled_layout) are
+// Matrices with a tiled layout (F32/F16/BF16, Q8_0, Q4_0; kernels::has_tiled_layout) are
 // rearranged in place into it (kernels::WeightLayout::Tiled, unless keep_file_layout) once
-// their bytes are in memory: resident layers when they
-// are loaded, streamed layers by the streamer's I/O thread after each read, the output matrix
-// (unless tied to the embeddings) at creation. The kernels give bit-identical results on both
+// their bytes are in memory: resident layers when they are loaded, streamed layers by the
+// streamer's I/O thread after each read, the output matrix (unless tied to the embeddings)
+// at creation. The kernels give bit-identical results on both
 // layouts, so this changes speed only.
 //
 // Thread contract: everything here runs on the engine thread (except the retiling of streamed
