@@ -79,8 +79,8 @@ void GenerationJob::start(ServerContext& ctx, std::shared_ptr<HttpExchange> exch
                                      rejection->message);
           break;
       }
+      job->record(error.status, error.message);  // before the client can see the response
       exchange->respond(error_response(error));
-      job->record(error.status, error.message);
       return;
     }
     job->subs_[s].id = std::get<scheduler::RequestId>(submitted);
@@ -123,13 +123,13 @@ void GenerationJob::fail(const api::ApiError& error) noexcept {
     for (const Sub& s : subs_) {
       if (!s.finished) ctx_.service.cancel(s.id);
     }
+    record(error.status, error.message);  // before the client can see the response
     if (spec_.stream) {
       exchange_->write(api::sse_event(api::error_body(error)));
       exchange_->finish_stream();
     } else {
       exchange_->respond(error_response(error));
     }
-    record(error.status, error.message);
   } catch (...) {
   }
 }
@@ -300,7 +300,9 @@ void GenerationJob::finish() {
   }
 }
 
+// Each ending records the request (metrics, log line) before the client can see the end.
 void GenerationJob::finish_stream(const std::optional<api::ApiError>& failure) {
+  record(client_gone_ ? 499 : 200, failure ? failure->message : "");
   if (failure) {
     exchange_->write(api::sse_event(api::error_body(*failure)));
   } else {
@@ -312,13 +314,12 @@ void GenerationJob::finish_stream(const std::optional<api::ApiError>& failure) {
     exchange_->write(api::sse_done());
   }
   exchange_->finish_stream();
-  record(client_gone_ ? 499 : 200, failure ? failure->message : "");
 }
 
 void GenerationJob::respond_whole(const std::optional<api::ApiError>& failure) {
   if (failure) {
-    exchange_->respond(error_response(*failure));
     record(client_gone_ ? 499 : failure->status, failure->message);
+    exchange_->respond(error_response(*failure));
     return;
   }
   HttpResponse response;
@@ -358,8 +359,8 @@ void GenerationJob::respond_whole(const std::optional<api::ApiError>& failure) {
     }
     response.body = api::dump_json(api::render_completion(spec_.meta, out, usage()));
   }
-  exchange_->respond(std::move(response));
   record(client_gone_ ? 499 : 200, "");
+  exchange_->respond(std::move(response));
 }
 
 void GenerationJob::record(int status, const std::string& error) {

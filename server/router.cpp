@@ -88,8 +88,10 @@ void Router::respond(HttpExchange& exchange, HttpResponse response, const std::s
   r.path = exchange.request().path;
   r.status = response.status;
   r.error = error;
-  exchange.respond(std::move(response));
+  // Counted before the response can reach the client, so a client that reads /metrics
+  // right after its response sees the request.
   record_request(ctx_, r);
+  exchange.respond(std::move(response));
 }
 
 void Router::respond_error(HttpExchange& exchange, const api::ApiError& error) {
