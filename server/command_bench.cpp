@@ -19,6 +19,7 @@
 #include "kernels/machine_probe.h"
 #include "kernels/thread_pool.h"
 #include "server/commands.h"
+#include "server/progress.h"
 #include "server/residency_flags.h"
 
 namespace spillway::server {
@@ -72,12 +73,14 @@ int bench(const BenchOptions& o) {
       return 2;
     }
     options->keep_file_layout = o.file_layout;
+    ProgressReporter progress("reading the resident weights", "bytes",
+                              ProgressReporter::interactive_for(LogFormat::Text));
     auto s = engine::set_up_residency(
         **model, *options,
         engine::ResidencyDemand{.context_tokens = o.throughput.prompt_tokens + o.throughput.gen_tokens,
                                 .max_batch_tokens = std::max(o.throughput.prompt_tokens, o.throughput.batch),
                                 .threads = threads},
-        memory);
+        memory, resident_weights_progress(progress));
     if (!s) {
       fmt::print(stderr, "error: {}\n", s.error().message);
       return 1;
@@ -197,11 +200,15 @@ int bench(const BenchOptions& o) {
   }
   fmt::print("{} ({} weights, {} layers), {} threads, {}\n", o.model, j["weight_type"].get<std::string>(),
              cfg.n_layers, threads, j["isa"].get<std::string>());
-  fmt::print("  prefill {:>5} tokens: {:9.1f} tok/s  {:5.1f}% of the {} peak\n", o.throughput.prompt_tokens,
-             r.pp_tokens_per_second, 100 * j["pp_fraction_of_peak"].get<double>(), peak.kind);
-  fmt::print("  decode  {:>5} tokens: {:9.1f} tok/s  {:5.1f}% of DRAM bandwidth ({:.1f} MB per token)\n",
-             o.throughput.gen_tokens, r.tg_tokens_per_second,
-             100 * j["tg_fraction_of_bandwidth"].get<double>(), tg_bytes / 1e6);
+  // Without the probe there is no bound to be a fraction of: print the speeds alone.
+  const std::string pp_share =
+      o.no_probe ? "" : fmt::format("  {:5.1f}% of the {} peak", 100 * j["pp_fraction_of_peak"].get<double>(), peak.kind);
+  const std::string tg_share =
+      o.no_probe ? "" : fmt::format("  {:5.1f}% of DRAM bandwidth", 100 * j["tg_fraction_of_bandwidth"].get<double>());
+  fmt::print("  prefill {:>5} tokens: {:9.1f} tok/s{}\n", o.throughput.prompt_tokens, r.pp_tokens_per_second,
+             pp_share);
+  fmt::print("  decode  {:>5} tokens: {:9.1f} tok/s{} ({:.1f} MB per token)\n", o.throughput.gen_tokens,
+             r.tg_tokens_per_second, tg_share, tg_bytes / 1e6);
   if (r.batch > 1) {
     fmt::print("  decode x{:<3} sequences: {:9.1f} tok/s  {:.2f}x one sequence\n", r.batch,
                r.batch_tg_tokens_per_second, j["batch_speedup"].get<double>());
@@ -221,6 +228,10 @@ int bench(const BenchOptions& o) {
       }
       fmt::print("  {:<7} {:8.2f} ms/step:{}\n", phase, 1e3 * p["seconds_per_step"].get<double>(), line);
     }
+  }
+  if (o.no_probe) {
+    fmt::print("  machine: not probed (--no-probe)\n");
+    return 0;
   }
   fmt::print("  machine: DRAM {:.1f} GB/s ({:.1f} one thread), int8 {:.2f} TOPS, bf16 {:.2f} TFLOPS, "
              "fp32 {:.2f} TFLOPS\n",
@@ -250,7 +261,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--profile", opts->throughput.profile, "Also report where each phase's time goes");
   cmd->add_flag("--no-streaming", opts->no_streaming,
                 "Read weights through the file mapping, without the residency machinery");
-  cmd->add_flag("--no-probe", opts->no_probe, "Skip the machine probe (fractions are 0)");
+  cmd->add_flag("--no-probe", opts->no_probe, "Skip the machine probe (speeds only; the JSON fractions are 0)");
   cmd->add_flag("--file-layout", opts->file_layout,
                 "Resident weights keep the file's row-major layout (compare with --no-streaming "
                 "to isolate the residency machinery's cost)");

@@ -16,6 +16,7 @@
 #include "engine/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "server/commands.h"
+#include "server/progress.h"
 #include "server/residency_flags.h"
 
 namespace spillway::server {
@@ -68,12 +69,14 @@ int run(const RunOptions& o) {
   }
   const int threads = o.threads > 0 ? o.threads : default_threads();
   const engine::LinuxMemorySource memory;
+  ProgressReporter progress("reading the resident weights", "bytes",
+                            ProgressReporter::interactive_for(LogFormat::Text));
   auto setup = engine::set_up_residency(
       **model, *residency_opts,
       engine::ResidencyDemand{.context_tokens = std::max<int32_t>(ctx, 1),
                               .max_batch_tokens = 512,
                               .threads = threads},
-      memory);
+      memory, resident_weights_progress(progress));
   if (!setup) {
     fmt::print(stderr, "error: {}\n", setup.error().message);
     return 1;

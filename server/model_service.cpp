@@ -108,10 +108,7 @@ Status ModelService::load() {
       engine::ResidencyDemand{.context_tokens = context,
                               .max_batch_tokens = options_.max_batch_tokens,
                               .threads = threads},
-      memory_, [&progress](int64_t done, int64_t total) {
-        constexpr int64_t kWorthReporting = int64_t{256} << 20;  // below this it takes a blink
-        if (total >= kWorthReporting) progress.update(done, total);
-      });
+      memory_, resident_weights_progress(progress));
   if (!setup) return setup.error();
   residency_ = std::make_unique<engine::ResidencySetup>(std::move(*setup));
   for (const std::string& line : residency_->describe(*model_)) log_info(line);

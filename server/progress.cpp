@@ -56,4 +56,11 @@ void ProgressReporter::update(int64_t done, int64_t total) {
   finished_ = last;
 }
 
+std::function<void(int64_t, int64_t)> resident_weights_progress(ProgressReporter& reporter) {
+  return [&reporter](int64_t done, int64_t total) {
+    constexpr int64_t kWorthReporting = int64_t{256} << 20;
+    if (total >= kWorthReporting) reporter.update(done, total);
+  };
+}
+
 }  // namespace spillway::server

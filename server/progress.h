@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "server/serve_options.h"
@@ -37,5 +38,10 @@ class ProgressReporter {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_{};
 };
+
+// The callback engine::set_up_residency takes (an engine::WeightLoadProgress) that reports
+// reading the resident weights on `reporter`, for models of 256 MiB and more (smaller ones
+// load in a blink). `reporter` must outlive the callback's use.
+std::function<void(int64_t done_bytes, int64_t total_bytes)> resident_weights_progress(ProgressReporter& reporter);
 
 }  // namespace spillway::server
