@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Spillway image once and checks the container contract (deploy/build-image.sh
-# calls it after building). Uses `buildah run --isolation=chroot`, which works where
-# `podman run` / `docker run` cannot (no container runtime that can set rlimits, no Docker
-# engine); chroot isolation shares the host's network, so the server is reached on loopback.
+# calls it after building). Uses `buildah run --isolation=chroot`, which needs no container
+# runtime (podman's default crun cannot start containers on this project's VMs; runc can, see
+# deploy/podman-common.sh) and no Docker engine; chroot isolation shares the host's network,
+# so the server is reached on loopback.
 #
 # Usage: deploy/smoke-image.sh [IMAGE]     (default localhost/spillway:latest)
 #

@@ -255,6 +255,9 @@ test('compose: drain-aware stop, healthcheck on /health, mounted configs exist',
   assert.equal(spillway.read_only, true);
   assert.deepEqual(spillway.cap_drop, ['ALL']);
   for (const name of Object.keys(spillway.environment)) assert.ok(documentedEnv.has(name), name);
+  // podman-compose 1.0 (Debian 12) leaves `${VAR:-}` (an empty default) unexpanded.
+  const text = readFileSync(join(DEPLOY, 'compose.yaml'), 'utf8');
+  assert.doesNotMatch(text, /\$\{\w+:?-\}/, 'an empty ${VAR:-} default: podman-compose 1.0 passes it on literally');
   for (const service of ['prometheus', 'grafana']) {
     for (const volume of compose.services[service].volumes) {
       const source = volume.split(':')[0];
