@@ -19,6 +19,24 @@ inline void hide_values(V (&acc)[N]) {
 
 constexpr int kChains = 12;  // enough independent accumulators to cover latency x ports
 
+// Lane sums through memory, once per probe: GCC 12's _mm512_reduce_add_* expand to
+// _mm256_undefined_* and warn (-Wuninitialized) when inlined here.
+inline uint64_t sum_lanes(__m512i v) {
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, v);
+  uint64_t total = 0;
+  for (uint64_t x : lanes) total += x;
+  return total;
+}
+
+inline float sum_lanes(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+
 uint64_t read_avx512(const uint8_t* p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
   for (size_t i = 0; i + 256 <= n; i += 256) {
@@ -28,7 +46,7 @@ uint64_t read_avx512(const uint8_t* p, size_t n) {
     d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
   }
   const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
+  return sum_lanes(x);
 }
 
 uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
@@ -42,7 +60,7 @@ uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
     d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
   }
   const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
+  return sum_lanes(x);
 }
 
 uint64_t int8_avx512(int64_t iterations, uint32_t* sink) {
@@ -79,7 +97,7 @@ uint64_t bf16_avx512(int64_t iterations, float* sink) {
   __m512 s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  *sink = _mm512_reduce_add_ps(s);
+  *sink = sum_lanes(s);
   return static_cast<uint64_t>(iterations) * kChains * 32;
 }
 
@@ -95,7 +113,7 @@ uint64_t fp32_avx512(int64_t iterations, float* sink) {
   __m512 s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  *sink = _mm512_reduce_add_ps(s);
+  *sink = sum_lanes(s);
   return static_cast<uint64_t>(iterations) * kChains * 16;
 }
 

@@ -44,15 +44,16 @@ void GenerationJob::start(ServerContext& ctx, std::shared_ptr<HttpExchange> exch
   auto job = std::make_shared<GenerationJob>(ctx, exchange, std::move(spec));
   const size_t n_subs = prompts.size();
   job->subs_.resize(n_subs);
+  job->choices_.resize(n_subs * static_cast<size_t>(job->spec_.n));
   for (size_t s = 0; s < n_subs; ++s) {
     for (int32_t c = 0; c < job->spec_.n; ++c) {
-      Choice choice;
-      choice.index = static_cast<int32_t>(s) * job->spec_.n + c;
+      const int32_t index = static_cast<int32_t>(s) * job->spec_.n + c;
+      Choice& choice = job->choices_[static_cast<size_t>(index)];
+      choice.index = index;
       if (job->spec_.stream && !job->spec_.tool_names.empty()) choice.filter.emplace(job->spec_.tool_names);
       if (!job->spec_.echo_texts.empty()) {
         choice.text_offset = api::code_point_count(job->spec_.echo_texts[s]);
       }
-      job->choices_.push_back(std::move(choice));
     }
   }
 

@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <string_view>
 
 #include "engine/demo_model.h"
 #include "engine/forward.h"
@@ -28,26 +30,37 @@ namespace fs = std::filesystem;
 
 // GGUF name -> HF name, or "" when the tensor has no HF counterpart.
 std::string hf_name(const std::string& gguf) {
-  static const std::vector<std::pair<std::regex, std::string>> kMap = {
-      {std::regex("token_embd\\.weight"), "model.embed_tokens.weight"},
-      {std::regex("output_norm\\.weight"), "model.norm.weight"},
-      {std::regex("output\\.weight"), "lm_head.weight"},
-      {std::regex("blk\\.(\\d+)\\.attn_norm\\.weight"), "model.layers.$1.input_layernorm.weight"},
-      {std::regex("blk\\.(\\d+)\\.attn_q\\.(weight|bias)"), "model.layers.$1.self_attn.q_proj.$2"},
-      {std::regex("blk\\.(\\d+)\\.attn_k\\.(weight|bias)"), "model.layers.$1.self_attn.k_proj.$2"},
-      {std::regex("blk\\.(\\d+)\\.attn_v\\.(weight|bias)"), "model.layers.$1.self_attn.v_proj.$2"},
-      {std::regex("blk\\.(\\d+)\\.attn_output\\.weight"), "model.layers.$1.self_attn.o_proj.weight"},
-      {std::regex("blk\\.(\\d+)\\.attn_q_norm\\.weight"), "model.layers.$1.self_attn.q_norm.weight"},
-      {std::regex("blk\\.(\\d+)\\.attn_k_norm\\.weight"), "model.layers.$1.self_attn.k_norm.weight"},
-      {std::regex("blk\\.(\\d+)\\.ffn_norm\\.weight"), "model.layers.$1.post_attention_layernorm.weight"},
-      {std::regex("blk\\.(\\d+)\\.ffn_gate\\.weight"), "model.layers.$1.mlp.gate_proj.weight"},
-      {std::regex("blk\\.(\\d+)\\.ffn_up\\.weight"), "model.layers.$1.mlp.up_proj.weight"},
-      {std::regex("blk\\.(\\d+)\\.ffn_down\\.weight"), "model.layers.$1.mlp.down_proj.weight"},
+  static const std::map<std::string, std::string> kWhole = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
   };
-  for (const auto& [re, replacement] : kMap) {
-    if (std::regex_match(gguf, re)) return std::regex_replace(gguf, re, replacement);
-  }
-  return "";
+  // blk.<layer>.<suffix> -> model.layers.<layer>.<HF suffix>
+  static const std::map<std::string, std::string> kPerLayer = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+  };
+  if (auto it = kWhole.find(gguf); it != kWhole.end()) return it->second;
+  constexpr std::string_view kBlock = "blk.";
+  if (gguf.rfind(kBlock, 0) != 0) return "";
+  const size_t dot = gguf.find('.', kBlock.size());
+  if (dot == std::string::npos || dot == kBlock.size()) return "";
+  const std::string layer = gguf.substr(kBlock.size(), dot - kBlock.size());
+  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return "";
+  auto it = kPerLayer.find(gguf.substr(dot + 1));
+  return it == kPerLayer.end() ? "" : "model.layers." + layer + "." + it->second;
 }
 
 // Inverse of the GGUF converter's permute(): within each head, GGUF row 2j+i holds HF row
