@@ -8,7 +8,8 @@
 //    /tmp, a read-only /models, resources, Prometheus annotations on the serving port;
 //  - Service, PodDisruptionBudget, HPA, InferencePool, Endpoint Picker and HTTPRoute point
 //    at each other and at metrics the server exports (README.md, API.md);
-//  - compose and the Dockerfile agree with the same contract.
+//  - compose and the Dockerfile agree with the same contract, and compose passes
+//    `docker-compose config` (Debian's docker-compose, installed by scripts/install-deps.sh).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -27,12 +28,13 @@ const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume',
   'CustomResourceDefinition', 'StorageClass']);
 
-function kubectl() {
+function onPath(name) {
   for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/bin', '/usr/local/bin'])) {
-    if (dir && existsSync(join(dir, 'kubectl'))) return join(dir, 'kubectl');
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
   }
   return null;
 }
+const kubectl = () => onPath('kubectl');
 
 // What `kustomize build` does for the features these kustomizations use (resources,
 // namespace, labels without selectors, images).
@@ -243,6 +245,17 @@ test('the HTTPRoute sends /v1 to the pool', () => {
   assert.equal(rule.matches[0].path.value, '/v1');
   assert.deepEqual(rule.backendRefs.map((b) => [b.group, b.kind, b.name]),
     [['inference.networking.k8s.io', 'InferencePool', find(gie, 'InferencePool').metadata.name]]);
+});
+
+// Debian 12's docker-compose (1.29) has the oldest Compose schema in use: a file it accepts
+// works with Docker Compose v2 and podman-compose too (a top-level `name:` it rejects).
+test('compose: the file passes `docker-compose config` (the Compose 1.29 schema)', (t) => {
+  const bin = onPath('docker-compose');
+  if (!bin) {
+    t.skip('docker-compose is not installed (scripts/install-deps.sh installs it)');
+    return;
+  }
+  execFileSync(bin, ['-f', 'compose.yaml', 'config', '-q'], { cwd: DEPLOY, encoding: 'utf8', stdio: 'pipe' });
 });
 
 test('compose: drain-aware stop, healthcheck on /health, mounted configs exist', () => {
