@@ -2,19 +2,14 @@
 #include <immintrin.h>
 
 #include "kernels/machine_probe.h"
+#include "kernels/probe_loop_helpers.h"
 
 namespace spillway::kernels {
 
 namespace {
 
-// Makes the compiler forget that the accumulators start out equal, so it keeps kChains
-// independent chains (identical chains would be merged into one, a latency-bound loop), and
-// the unrolled chain loops below keep every accumulator in a register.
-template <class V, int N>
-inline void hide_values(V (&acc)[N]) {
-#pragma GCC unroll 16
-  for (int k = 0; k < N; ++k) asm volatile("" : "+v"(acc[k]));
-}
+using probe::hide_values;
+using probe::sum_lanes;
 
 constexpr int kChains = 10;
 
@@ -27,9 +22,7 @@ uint64_t read_avx2(const uint8_t* p, size_t n) {
     d = _mm256_xor_si256(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
   }
   const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), x);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  return sum_lanes<uint64_t>(x);
 }
 
 // The AVX2 quantized dot: maddubs (u8 x s8 -> s16 pairs), madd with ones (-> s32), add.
@@ -49,11 +42,7 @@ uint64_t int8_avx2(int64_t iterations, uint32_t* sink) {
   __m256i s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm256_add_epi32(s, acc[k]);
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  uint32_t total = 0;  // wraps like the lanes: unsigned, so defined
-  for (uint32_t x : lanes) total += x;
-  *sink = total;
+  *sink = sum_lanes<uint32_t>(s);  // unsigned: wrapping lanes are defined
   return static_cast<uint64_t>(iterations) * kChains * 32;
 }
 
@@ -69,11 +58,7 @@ uint64_t fp32_avx2(int64_t iterations, float* sink) {
   __m256 s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  float total = 0;
-  for (float x : lanes) total += x;
-  *sink = total;
+  *sink = sum_lanes<float>(s);
   return static_cast<uint64_t>(iterations) * kChains * 8;
 }
 

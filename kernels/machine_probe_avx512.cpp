@@ -3,39 +3,16 @@
 #include <immintrin.h>
 
 #include "kernels/machine_probe.h"
+#include "kernels/probe_loop_helpers.h"
 
 namespace spillway::kernels {
 
 namespace {
 
-// Makes the compiler forget that the accumulators start out equal, so it keeps kChains
-// independent chains (identical chains would be merged into one, a latency-bound loop), and
-// the unrolled chain loops below keep every accumulator in a register.
-template <class V, int N>
-inline void hide_values(V (&acc)[N]) {
-#pragma GCC unroll 16
-  for (int k = 0; k < N; ++k) asm volatile("" : "+v"(acc[k]));
-}
+using probe::hide_values;
+using probe::sum_lanes;
 
 constexpr int kChains = 12;  // enough independent accumulators to cover latency x ports
-
-// Lane sums through memory, once per probe: GCC 12's _mm512_reduce_add_* expand to
-// _mm256_undefined_* and warn (-Wuninitialized) when inlined here.
-inline uint64_t sum_lanes(__m512i v) {
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, v);
-  uint64_t total = 0;
-  for (uint64_t x : lanes) total += x;
-  return total;
-}
-
-inline float sum_lanes(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float total = 0;
-  for (float x : lanes) total += x;
-  return total;
-}
 
 uint64_t read_avx512(const uint8_t* p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
@@ -46,7 +23,7 @@ uint64_t read_avx512(const uint8_t* p, size_t n) {
     d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
   }
   const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-  return sum_lanes(x);
+  return sum_lanes<uint64_t>(x);
 }
 
 uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
@@ -60,7 +37,7 @@ uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
     d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
   }
   const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-  return sum_lanes(x);
+  return sum_lanes<uint64_t>(x);
 }
 
 uint64_t int8_avx512(int64_t iterations, uint32_t* sink) {
@@ -75,12 +52,7 @@ uint64_t int8_avx512(int64_t iterations, uint32_t* sink) {
   __m512i s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_epi32(s, acc[k]);
-  // Lanes wrap (as the hardware accumulators do): sum them as unsigned, which is defined.
-  alignas(64) uint32_t lanes[16];
-  _mm512_store_si512(lanes, s);
-  uint32_t total = 0;
-  for (uint32_t x : lanes) total += x;
-  *sink = total;
+  *sink = sum_lanes<uint32_t>(s);  // unsigned: wrapping lanes are defined
   return static_cast<uint64_t>(iterations) * kChains * 64;
 }
 
@@ -97,7 +69,7 @@ uint64_t bf16_avx512(int64_t iterations, float* sink) {
   __m512 s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  *sink = sum_lanes(s);
+  *sink = sum_lanes<float>(s);
   return static_cast<uint64_t>(iterations) * kChains * 32;
 }
 
@@ -113,7 +85,7 @@ uint64_t fp32_avx512(int64_t iterations, float* sink) {
   __m512 s = acc[0];
 #pragma GCC unroll 16
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  *sink = sum_lanes(s);
+  *sink = sum_lanes<float>(s);
   return static_cast<uint64_t>(iterations) * kChains * 16;
 }
 
