@@ -12,7 +12,7 @@
 # Debian base of build-image.sh with Debian's `prometheus` package (same flags, same config);
 # Grafana has no Debian package, so without a registry it is left out, and the dashboard is
 # checked by the e2e suite instead (tests/e2e/prometheus_scrape.py runs its queries).
-# Installs podman, podman-compose, runc and the network's DNS plugin from Debian when
+# Installs podman, podman-compose, runc, buildah and the network's DNS plugin from Debian when
 # missing. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -28,7 +28,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/spillway-compose-$$-XXXX")
 # shellcheck source=deploy/podman-common.sh
 . ./podman-common.sh
 
-install_missing podman podman-compose runc curl
+install_missing podman podman-compose runc curl buildah
 # Compose services find each other by name through the network's DNS: aardvark-dns with
 # netavark, the dnsname plugin with CNI (Debian 12's podman default).
 if [ "$(podman info --format '{{.Host.NetworkBackend}}')" = netavark ]; then
@@ -117,8 +117,8 @@ log "chat completion from model $model through the published port"
 # Prometheus reaches Spillway by its service name over the compose network.
 prom=http://127.0.0.1:$prometheus_port
 scraped() {
-  curl -fsS "$prom/api/v1/query" --data-urlencode 'query=up{job="spillway"} == 1' | grep -q '"value"' &&
-    curl -fsS "$prom/api/v1/query" --data-urlencode 'query=count({__name__=~"spillway_.+"}) > 0' | grep -q '"value"'
+  grep -q '"value"' <<<"$(curl -fsS "$prom/api/v1/query" --data-urlencode 'query=up{job="spillway"} == 1')" &&
+    grep -q '"value"' <<<"$(curl -fsS "$prom/api/v1/query" --data-urlencode 'query=count({__name__=~"spillway_.+"}) > 0')"
 }
 if ! wait_for_quietly 120 scraped; then
   fail "Prometheus never scraped Spillway; its targets: $(curl -s "$prom/api/v1/targets" | head -c 1500)"

@@ -15,7 +15,8 @@
 # equivalent; tests/deploy/manifests.test.mjs schema-checks them), and it does not run the
 # kubelet's probes (podman 4.3 turns an httpGet probe into `curl` inside the container, which
 # the image does not have, and cannot resolve a named port), so this script calls the probe
-# paths itself. preStop is not run either. Installs podman, runc and kubectl when missing.
+# paths itself. preStop is not run either. Installs podman and runc when missing; needs a
+# kubectl of 1.21 or later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 image=${1:-localhost/spillway:latest}
@@ -25,28 +26,22 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/spillway-kube-$$-XXXX")
 # shellcheck source=deploy/podman-common.sh
 . deploy/podman-common.sh
 
-install_missing podman runc curl kubectl
+install_missing podman runc curl
+# Debian 12's kubectl (kubernetes-client 1.20) predates kustomize's `labels:` field that
+# deploy/k8s uses, so kubectl must come from elsewhere (Kubernetes' own packages).
+command -v kubectl >/dev/null || fail "needs kubectl 1.21 or later (kubectl kustomize with labels:) on PATH"
 podman image exists "$image" || fail "no image $image: run deploy/build-image.sh first"
 
-# The pod's objects, with the image to test.
+# The pod's objects, with the image to test; prints what the checks compare against.
 kubectl kustomize deploy/k8s >"$work/rendered.yaml"
-python3 - "$work/rendered.yaml" "$work/play.yaml" "$image" <<'EOF'
+read -r grace cpu_limit claim < <(python3 - "$work/rendered.yaml" "$work/play.yaml" "$image" <<'EOF'
 import sys, yaml
 rendered, played, image = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] in ("PersistentVolumeClaim", "Deployment")]
-for d in docs:
-    if d["kind"] == "Deployment":
-        for c in d["spec"]["template"]["spec"]["containers"]:
-            if c["name"] == "spillway":
-                c["image"] = image
-yaml.safe_dump_all(docs, open(played, "w"))
-EOF
-read -r grace cpu_limit claim < <(python3 - "$work/play.yaml" <<'EOF'
-import sys, yaml
-docs = list(yaml.safe_load_all(open(sys.argv[1])))
-deployment = next(d for d in docs if d["kind"] == "Deployment")
-pod = deployment["spec"]["template"]["spec"]
+pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
 spillway = next(c for c in pod["containers"] if c["name"] == "spillway")
+spillway["image"] = image
+yaml.safe_dump_all(docs, open(played, "w"))
 claim = next(v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v)
 print(pod["terminationGracePeriodSeconds"], spillway["resources"]["limits"]["cpu"], claim)
 EOF
@@ -64,7 +59,6 @@ use_working_container_runtime "$image"
 log "podman kube play: the Deployment's pod and its volume claim $claim"
 podman kube play "$work/play.yaml" >"$work/play.log" 2>&1 || { tail -n 20 "$work/play.log" >&2; fail "kube play"; }
 pod=$(podman pod ps --filter "label=app.kubernetes.io/name=spillway" --format '{{.Name}}' | head -n1)
-[ -n "$pod" ] || pod=$(podman pod ps --format '{{.Name}}' | grep '^spillway' | head -n1)
 [ -n "$pod" ] || fail "no spillway pod: $(podman pod ps)"
 ctr=${pod}-spillway
 infra=$(podman pod inspect "$pod" --format '{{.InfraContainerID}}')

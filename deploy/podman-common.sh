@@ -71,7 +71,7 @@ check_chat_completion() {
   reply=$(curl -sS "$base/v1/chat/completions" -H 'Content-Type: application/json' \
     -d "{\"model\":\"$model\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":8}") ||
     fail "chat completion"
-  echo "$reply" | grep -q '"chat.completion"' || fail "chat completion reply: $reply"
+  grep -q '"chat.completion"' <<<"$reply" || fail "chat completion reply: $reply"
   echo "$model"
 }
 
@@ -80,5 +80,6 @@ check_drained_exit() {
   local ctr=$1 code
   code=$(podman inspect "$ctr" --format '{{.State.ExitCode}}')
   [ "$code" = 0 ] || { podman logs --tail 20 "$ctr" >&2; fail "Spillway exited $code when stopped"; }
-  podman logs "$ctr" 2>&1 | grep -q '"message":"draining"' || fail "no drain in Spillway's log"
+  podman logs "$ctr" >"$work/stopped.log" 2>&1 || true
+  grep -q '"message":"draining"' "$work/stopped.log" || { tail -n 8 "$work/stopped.log" >&2; fail "no drain in Spillway's log"; }
 }

@@ -69,11 +69,11 @@ user=$(config 'c.get("User")')
 entrypoint=$(config 'c.get("Entrypoint")')
 [ "$entrypoint" = '["/usr/local/bin/spillway", "serve"]' ] || fail "entrypoint $entrypoint"
 healthcheck=$(config 'c.get("Healthcheck")')
-echo "$healthcheck" | grep -q '/health' || fail "no HEALTHCHECK on /health: $healthcheck"
-config 'c.get("Volumes")' | grep -q '"/models"' || fail "no /models volume"
+grep -q '/health' <<<"$healthcheck" || fail "no HEALTHCHECK on /health: $healthcheck"
+grep -q '"/models"' <<<"$(config 'c.get("Volumes")')" || fail "no /models volume"
 env_list=$(config 'c.get("Env")')
 for want in SPILLWAY_HOST=0.0.0.0 SPILLWAY_PORT=8080 SPILLWAY_DEMO_MODEL=/tmp/; do
-  echo "$env_list" | grep -q "\"$want" || fail "image env lacks $want: $env_list"
+  grep -q "\"$want" <<<"$env_list" || fail "image env lacks $want: $env_list"
 done
 [ "$(config 'c.get("StopSignal")')" = SIGTERM ] || fail "stop signal"
 log "image config: user $user, entrypoint $entrypoint, HEALTHCHECK on /health, /models volume"
@@ -85,9 +85,8 @@ run_in() { $builder run --isolation=chroot "$@"; }
 
 uid=$(run_in "$ctr" -- id -u)
 [ "$uid" = 10001 ] || fail "the container runs as uid $uid"
-if run_in "$ctr" -- ldd /usr/local/bin/spillway | grep -q 'not found'; then
-  fail "unresolved shared libraries: $(run_in "$ctr" -- ldd /usr/local/bin/spillway | grep 'not found')"
-fi
+libraries=$(run_in "$ctr" -- ldd /usr/local/bin/spillway)
+if grep -q 'not found' <<<"$libraries"; then fail "unresolved shared libraries: $(grep 'not found' <<<"$libraries")"; fi
 if run_in "$ctr" -- sh -c 'command -v g++ || command -v cmake || ls /usr/include/boost' >/dev/null 2>&1; then
   fail "build tools or headers leaked into the runtime stage"
 fi
@@ -110,10 +109,10 @@ log "run 1: the image's HEALTHCHECK command passes"
 body=$(curl -sf "$url/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"spillway-demo","messages":[{"role":"user","content":"Hello"}],"max_completion_tokens":8}') \
   || fail "chat completion failed"
-echo "$body" | grep -q '"object":"chat.completion"' || fail "chat completion: $body"
+grep -q '"object":"chat.completion"' <<<"$body" || fail "chat completion: $body"
 metrics=$(curl -sf "$url/metrics")
-echo "$metrics" | grep -q '^spillway_requests_finished_total' || fail "/metrics lacks spillway_requests_finished_total"
-echo "$metrics" | grep -q '^vllm:num_requests_waiting' || fail "/metrics lacks vllm:num_requests_waiting"
+grep -q '^spillway_requests_finished_total' <<<"$metrics" || fail "/metrics lacks spillway_requests_finished_total"
+grep -q '^vllm:num_requests_waiting' <<<"$metrics" || fail "/metrics lacks vllm:num_requests_waiting"
 log "run 1: chat completion and /metrics answer"
 
 curl -sN "$url/v1/completions" -H 'Content-Type: application/json' \
@@ -136,8 +135,7 @@ code=$?
 set -e
 server_job=""
 [ "$code" = 0 ] || fail "exit code $code after SIGTERM; log: $(tail -n 20 "$work/server.log")"
-tail -n 1 "$work/stream.txt" | grep -q '^data: \[DONE\]' || grep -q '^data: \[DONE\]' "$work/stream.txt" \
-  || fail "the in-flight stream did not finish: $(tail -c 300 "$work/stream.txt")"
+grep -q '^data: \[DONE\]' "$work/stream.txt" || fail "the in-flight stream did not finish: $(tail -c 300 "$work/stream.txt")"
 grep -q '"finish_reason":"length"' "$work/stream.txt" || fail "the in-flight stream was cut short"
 grep -q 'draining' "$work/server.log" || fail "no draining log line"
 log "run 1: SIGTERM during a stream: /health answered $health_during_drain, the stream finished ([DONE]), exit 0"
@@ -155,9 +153,10 @@ run_in -v "$models:/models:ro" --env SPILLWAY_MODEL=/models/tiny.gguf --env SPIL
   --env SPILLWAY_PORT="$port" "$ctr" -- /usr/local/bin/spillway serve >"$work/server.log" 2>&1 &
 server_job=$!
 wait_http "$url/health" 200 300
-curl -sf "$url/v1/models" | grep -q '"id":"tiny"' || fail "/v1/models does not list tiny: $(curl -s "$url/v1/models")"
-curl -sf "$url/v1/completions" -H 'Content-Type: application/json' \
-  -d '{"model":"tiny","prompt":"Hello","max_tokens":4}' | grep -q '"text_completion"' || fail "completion on tiny"
+grep -q '"id":"tiny"' <<<"$(curl -sf "$url/v1/models")" || fail "/v1/models does not list tiny: $(curl -s "$url/v1/models")"
+completion=$(curl -sf "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"tiny","prompt":"Hello","max_tokens":4}') || fail "completion on tiny"
+grep -q '"text_completion"' <<<"$completion" || fail "completion on tiny: $completion"
 spillway_pid=$(descendant_named "$server_job" spillway)
 kill -TERM "$spillway_pid"
 set +e

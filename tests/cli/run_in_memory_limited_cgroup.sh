@@ -51,7 +51,7 @@ echo "exit status ${status}, peak cgroup usage ${peak_mb} MB, oom kills $(( oom_
 
 [ "$status" -eq 0 ] || { echo "FAIL: spillway exited with ${status}"; echo "$output" | tail -20; exit 1; }
 [ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; exit 1; }
-echo "$output" | grep -qE '^layers: [0-9]+ resident .*, [1-9][0-9]* streamed' ||
+grep -qE '^layers: [0-9]+ resident .*, [1-9][0-9]* streamed' <<<"$output" ||
   { echo "FAIL: nothing was streamed"; exit 1; }
-echo "$output" | grep -q '"tokens":\[[0-9]' || { echo "FAIL: no tokens generated"; exit 1; }
+grep -q '"tokens":\[[0-9]' <<<"$output" || { echo "FAIL: no tokens generated"; exit 1; }
 echo "PASS"
