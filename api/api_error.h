@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
+
 namespace spillway::api {
 
 struct ApiError {
@@ -53,24 +55,6 @@ std::string json_type_phrase(const nlohmann::ordered_json& value);
 
 // A value or an ApiError.
 template <class T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
-  ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT: implicit by design
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  const ApiError& error() const { assert(!ok()); return std::get<1>(v_); }
-
- private:
-  std::variant<T, ApiError> v_;
-};
+using ApiResult = Result<T, ApiError>;
 
 }  // namespace spillway::api

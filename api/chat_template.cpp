@@ -3,8 +3,8 @@
 #include <ctime>
 #include <exception>
 
-#include "api/jinja_interp.h"
-#include "api/jinja_parser.h"
+#include "jinja/interp.h"
+#include "jinja/parser.h"
 
 namespace spillway::api {
 

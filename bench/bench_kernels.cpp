@@ -139,8 +139,10 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_toke
   const size_t q_stride = size_t(kGroup) * kHeadDim;
   const std::vector<float> q = random_floats(q_stride * n_tokens, 4);
   std::vector<float> out(q.size()), scratch(attention_scratch_floats(n_tokens, kGroup, n_ctx));
+  std::vector<int64_t> key_counts(static_cast<size_t>(n_tokens));  // causal: the last n_tokens positions
+  for (int j = 0; j < n_tokens; ++j) key_counts[size_t(j)] = n_ctx - n_tokens + j + 1;
   for (auto _ : state) {
-    kt.attention(q.data(), q_stride, n_tokens, kGroup, kHeadDim, kview, vview, 1, n_ctx - n_tokens, 0.125f,
+    kt.attention(q.data(), q_stride, n_tokens, kGroup, kHeadDim, kview, vview, 1, key_counts.data(), 0.125f,
                  out.data(), q_stride, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }

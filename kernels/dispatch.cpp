@@ -102,10 +102,10 @@ size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx) {
 }
 
 void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
-               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,
                float* out, size_t out_stride, float* scratch) {
   assert(n_tokens >= 1 && n_tokens <= kAttentionMaxTokens);
-  active_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out,
+  active_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale, out,
                            out_stride, scratch);
 }
 

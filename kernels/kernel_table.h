@@ -142,7 +142,7 @@ struct KernelTable {
                RopeStyle style) = nullptr;
   // As kernels::attention (kernels.h).
   void (*attention)(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
-                    const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+                    const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,
                     float* out, size_t out_stride, float* scratch) = nullptr;
 };
 

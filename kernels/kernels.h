@@ -129,12 +129,14 @@ struct KvView {
   int64_t dim_stride = 1;    // elements
 };
 
-// Attention of n_tokens (1..kAttentionMaxTokens) consecutive query tokens of one sequence
-// with the n_group query heads that share kv head kv_head (GQA: K and V are read once for
-// all of them). Token j is at position pos0 + j and attends context positions
-// [0, pos0 + j]: out[j][g] = softmax(scale * q[j][g] . K[t]) . V.
+// Attention of n_tokens (1..kAttentionMaxTokens) query tokens of one sequence with the
+// n_group query heads that share kv head kv_head (GQA: K and V are read once for all of
+// them). Query j attends the key range [0, key_counts[j]) (key_counts[j] >= 1):
+// out[j][g] = softmax(scale * q[j][g] . K[t]) . V over that range. Causal attention is
+// key_counts[j] = position of token j + 1; a diffusion canvas gives every row of the canvas
+// the canvas end.
 // q: token j's heads [n_group, head_dim] at q + j * q_stride floats; out likewise with
-// out_stride. scratch: attention_scratch_floats(n_tokens, n_group, pos0 + n_tokens).
+// out_stride. scratch: attention_scratch_floats(n_tokens, n_group, max_j key_counts[j]).
 // The arithmetic of one (token, head) does not depend on n_tokens or n_group:
 // score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; softmax;
 // out = fma over t in increasing order of p_t * v_t, from 0. So a token's output is the same
@@ -142,7 +144,7 @@ struct KvView {
 constexpr int kAttentionMaxTokens = 4;
 size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx);
 void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
-               const KvView& k, const KvView& v, int kv_head, int64_t pos0, float scale,
+               const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,
                float* out, size_t out_stride, float* scratch);
 
 // ---- per-ISA tables (tests and benches) ---------------------------------------------

@@ -278,11 +278,11 @@ float load_kv(const KvView& view, int64_t t, int head, int d) {
 }
 
 void attention_scalar(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
-                      const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                      const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
                       float* scratch) {
   assert(k.type == v.type && (k.type == DType::F16 || k.type == DType::F32));
   for (int j = 0; j < n_tokens; ++j) {
-    const int64_t n_ctx = pos0 + j + 1;
+    const int64_t n_ctx = key_counts[j];
     for (int g = 0; g < n_group; ++g) {
       const float* qg = q + j * q_stride + int64_t(g) * head_dim;
       float* og = out + j * out_stride + int64_t(g) * head_dim;

@@ -249,12 +249,13 @@ void score_rows(const float* const* q, const float* kt, int head_dim, float scal
 
 template <class L>
 void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
-                     const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                     const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
                      float* scratch) {
   using T = typename L::T;
   constexpr int kMaxRows = kAttentionMaxTokens * 64;
   const int n_rows = n_tokens * n_group;
-  const int64_t max_ctx = pos0 + n_tokens;
+  int64_t max_ctx = 0;
+  for (int j = 0; j < n_tokens; ++j) max_ctx = key_counts[j] > max_ctx ? key_counts[j] : max_ctx;
   const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;
   const float* qr[kMaxRows];
   float* sr[kMaxRows];
@@ -274,7 +275,7 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     for (; r < n_rows; ++r) score_rows<1>(qr + r, kt, head_dim, scale, sr + r, t0);
   }
   for (int r = 0; r < n_rows; ++r) {
-    softmax_avx2(sr[r], pos0 + r / n_group + 1);
+    softmax_avx2(sr[r], key_counts[r / n_group]);
     for (int d = 0; d < head_dim; ++d) outr[r][d] = 0.0f;
   }
   const T* vdata = static_cast<const T*>(v.data);
@@ -285,7 +286,7 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
                    (t % v.block_size) * v.token_stride + int64_t(kv_head) * v.head_stride;
     for (int d = 0; d < head_dim; ++d) vrow[d] = L::one(row + d * v.dim_stride);
     for (int r = 0; r < n_rows; ++r) {
-      if (t > pos0 + r / n_group) continue;
+      if (t >= key_counts[r / n_group]) continue;
       const float p = sr[r][t];
       const __m256 pv = _mm256_set1_ps(p);
       float* o = outr[r];
@@ -298,17 +299,17 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
 }
 
 void attention_avx2(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
-                    const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                    const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
                     float* scratch) {
   if (head_dim > kMaxSimdHeadDim || n_group > 64) {
-    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale,
+    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale,
                                            out, out_stride, scratch);
   }
   if (k.type == DType::F16) {
-    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale, out, out_stride,
                            scratch);
   } else {
-    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale, out, out_stride,
                            scratch);
   }
 }

@@ -287,11 +287,12 @@ void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const
 
 template <class L>
 void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
-                     const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                     const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
                      float* scratch) {
   constexpr int kMaxRows = kAttentionMaxTokens * 64;
   const int n_rows = n_tokens * n_group;
-  const int64_t max_ctx = pos0 + n_tokens;
+  int64_t max_ctx = 0;
+  for (int j = 0; j < n_tokens; ++j) max_ctx = key_counts[j] > max_ctx ? key_counts[j] : max_ctx;
   const int64_t ctx_stride = (max_ctx + 15) / 16 * 16;
   const float* qr[kMaxRows];
   float* sr[kMaxRows];
@@ -302,7 +303,7 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     qr[r] = q + j * q_stride + int64_t(g) * head_dim;
     outr[r] = out + j * out_stride + int64_t(g) * head_dim;
     sr[r] = scratch + r * ctx_stride;
-    n_ctx[r] = pos0 + j + 1;
+    n_ctx[r] = key_counts[j];
   }
   alignas(64) float kt[kMaxSimdHeadDim * 16];
   const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
@@ -356,17 +357,17 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
 }
 
 void attention_avx512(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
-                      const KvView& v, int kv_head, int64_t pos0, float scale, float* out, size_t out_stride,
+                      const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
                       float* scratch) {
   if (head_dim > kMaxSimdHeadDim || n_group > 64) {
-    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale,
+    return scalar_kernel_table().attention(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale,
                                            out, out_stride, scratch);
   }
   if (k.type == DType::F16) {
-    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+    attention_typed<KvF16>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale, out, out_stride,
                            scratch);
   } else {
-    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, pos0, scale, out, out_stride,
+    attention_typed<KvF32>(q, q_stride, n_tokens, n_group, head_dim, k, v, kv_head, key_counts, scale, out, out_stride,
                            scratch);
   }
 }

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common/result.h"
-#include "engine/batch.h"
-#include "engine/sampling.h"
+#include "engine/forward/batch.h"
+#include "engine/sampling/sampling.h"
 
 namespace spillway::scheduler {
 

@@ -37,8 +37,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tokenizer.h"
-#include "scheduler/engine_loop.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "scheduler/config.h"
+#include "scheduler/request.h"
 #include "scheduler/kv_block_manager.h"
 #include "scheduler/prefix_cache.h"
 #include "scheduler/runner.h"

@@ -20,7 +20,8 @@
 #include <optional>
 #include <vector>
 
-#include "scheduler/engine_loop.h"
+#include "scheduler/config.h"
+#include "scheduler/request.h"
 #include "scheduler/request_output.h"
 
 namespace spillway::scheduler {

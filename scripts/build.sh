@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$1; shift
 launcher=()
+# Cache hits across clones and worktrees: paths relative to the build, no cwd in the hash.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
 cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "$@" >/dev/null
 cmake --build "$dir" -j "$(nproc)"

@@ -16,8 +16,8 @@
 
 #include "api/chat_template.h"
 #include "common/result.h"
-#include "engine/model_source.h"
-#include "engine/tokenizer.h"
+#include "engine/format/model_source.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace spillway::server {
 

@@ -5,7 +5,7 @@
 #include "api/logprobs.h"
 #include "api/sse.h"
 #include "api/text_encoding.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/error_response.h"
 #include "server/metrics.h"
 #include "server/model_backend.h"

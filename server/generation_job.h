@@ -17,7 +17,7 @@
 #include "api/logprobs.h"
 #include "api/responses.h"
 #include "api/tool_calls.h"
-#include "scheduler/engine_loop.h"
+#include "runtime/engine_loop.h"
 #include "server/http_exchange.h"
 #include "server/server_context.h"
 

@@ -9,7 +9,7 @@
 
 #include "api/api_error.h"
 #include "api/sampling_fields.h"
-#include "scheduler/engine_loop.h"
+#include "runtime/engine_loop.h"
 
 namespace spillway::server {
 

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "server/routes.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -38,9 +40,6 @@ const Histogram::BucketBoundaries kBatchTokenBuckets = {1,   2,   4,    8,    16
                                                         128, 256, 512, 1024, 2048, 4096, 8192};
 const Histogram::BucketBoundaries kBatchSequenceBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 
-constexpr std::string_view kEndpoints[] = {"/v1/chat/completions", "/v1/completions",
-                                           "/v1/models", "/tokenize", "/detokenize", "/health",
-                                           "/live", "/metrics"};
 
 }  // namespace
 
@@ -213,8 +212,8 @@ struct ServerMetrics::Impl {
 ServerMetrics::ServerMetrics(std::string model_name)
     : impl_(std::make_unique<Impl>(std::move(model_name))) {
   // Every endpoint's 200 series exists from the start, so rates work from the first scrape.
-  for (std::string_view e : kEndpoints) {
-    impl_->http_requests.Add({{"endpoint", std::string(e)}, {"status", "200"}});
+  for (const Route& route : kRoutes) {
+    if (!route.prefix) impl_->http_requests.Add({{"endpoint", std::string(route.label)}, {"status", "200"}});
   }
   for (const char* r : {"stop", "length", "tool_calls", "cancelled", "error"}) {
     impl_->finished.Add({{"finish_reason", r}});
@@ -224,11 +223,8 @@ ServerMetrics::ServerMetrics(std::string model_name)
 ServerMetrics::~ServerMetrics() = default;
 
 std::string_view ServerMetrics::endpoint_label(std::string_view path) {
-  for (std::string_view e : kEndpoints) {
-    if (path == e) return e;
-  }
-  if (path.substr(0, 11) == "/v1/models/") return "/v1/models/{id}";
-  return "other";
+  const Route* route = find_route(path);
+  return route ? route->label : "other";
 }
 
 void ServerMetrics::count_request(std::string_view path, int status) {
@@ -297,11 +293,11 @@ void ServerMetrics::on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens)
   if (hit_tokens > 0) impl_->prefix_hit.Increment(hit_tokens);
 }
 
-std::string ServerMetrics::render(const std::optional<scheduler::EngineSnapshot>& snapshot,
+std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& snapshot,
                                   bool with_vllm_aliases) {
   std::lock_guard lock(impl_->mu);
   if (snapshot) {
-    const scheduler::EngineSnapshot& s = *snapshot;
+    const runtime::EngineSnapshot& s = *snapshot;
     const double total = s.kv_blocks_total;
     const double usage = total > 0 ? s.kv_blocks_used / total : 0.0;
     impl_->running.Set(s.running);

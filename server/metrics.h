@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "scheduler/engine_loop.h"
+#include "runtime/engine_loop.h"
 
 namespace spillway::server {
 
@@ -56,7 +56,7 @@ class ServerMetrics final : public scheduler::MetricsObserver {
 
   // The exposition. snapshot: the engine's state, or nullopt while loading. with_vllm_aliases:
   // false for `promtool check metrics`.
-  std::string render(const std::optional<scheduler::EngineSnapshot>& snapshot,
+  std::string render(const std::optional<runtime::EngineSnapshot>& snapshot,
                      bool with_vllm_aliases = true);
 
   // The endpoint label of a request path.

@@ -10,7 +10,7 @@
 #include <optional>
 #include <variant>
 
-#include "scheduler/engine_loop.h"
+#include "runtime/engine_loop.h"
 
 namespace spillway::engine {
 class Tokenizer;
@@ -26,7 +26,7 @@ class ModelBackend {
 
   virtual bool ready() const = 0;
   // The engine's state; nullopt before the engine exists.
-  virtual std::optional<scheduler::EngineSnapshot> snapshot() const = 0;
+  virtual std::optional<runtime::EngineSnapshot> snapshot() const = 0;
 
   virtual std::variant<scheduler::RequestId, scheduler::SubmitRejection> submit(
       scheduler::GenerationParams params, scheduler::UpdateSink sink) = 0;

@@ -10,14 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "engine/demo_model.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "engine/residency_controller.h"
-#include "engine/residency_setup.h"
-#include "engine/tokenizer.h"
+#include "engine/state/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
-#include "scheduler/engine_runner.h"
+#include "runtime/engine_bootstrap.h"
+#include "runtime/engine_runner.h"
 #include "server/chat_prompt.h"
 #include "server/logging.h"
 #include "server/metrics.h"
@@ -44,28 +42,14 @@ ModelService::ModelService(const ServeOptions& options, std::string model_path, 
 ModelService::~ModelService() { stop(); }
 
 Status ModelService::ensure_demo_model() {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(model_path_, ec)) return {};
-  const fs::path path(model_path_);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  if (ec) return Error{fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message())};
-  auto options = engine::resolve_demo_model_options(engine::DemoModelOptions{});
-  if (!options) return options.error();
+  if (std::filesystem::exists(model_path_, ec)) return {};
+  if (!options_.write_demo_model) return Error{fmt::format("no model at {} and no demo model builder", model_path_)};
   log_info("building the demo model", {{"path", model_path_}});
-  // Written beside the target and renamed, so a concurrent start never sees half a file.
-  const std::string tmp = fmt::format("{}.{}.tmp", model_path_, getpid());
   ProgressReporter progress("building the demo model", "tensors",
                             ProgressReporter::interactive_for(options_.log_format));
-  Status st = engine::write_demo_model(
-      tmp, *options, [&progress](int64_t done, int64_t total) { progress.update(done, total); });
-  if (!st) {
-    fs::remove(tmp, ec);
-    return st;
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Error{fmt::format("cannot move {} to {}: {}", tmp, model_path_, ec.message())};
-  return {};
+  return options_.write_demo_model(
+      model_path_, [&progress](int64_t done, int64_t total) { progress.update(done, total); });
 }
 
 Status ModelService::load() {
@@ -95,31 +79,25 @@ Status ModelService::load() {
   // Context, weights under the memory budget, KV capacity.
   int32_t context = options_.ctx_size > 0 ? options_.ctx_size
                                           : (cfg.n_ctx_train > 0 ? cfg.n_ctx_train : kFallbackContext);
-  int threads = options_.threads;
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  auto residency_options_or = residency_options(options_.residency);
-  if (!residency_options_or) return residency_options_or.error();
-  engine::ResidencyOptions residency_opts = *residency_options_or;
+  engine::ResidencyOptions residency_opts = options_.residency;
   if (options_.kv_cache_bytes > 0) residency_opts.kv_reserve_bytes = static_cast<int64_t>(options_.kv_cache_bytes);
   ProgressReporter progress("reading the resident weights", "bytes",
                             ProgressReporter::interactive_for(options_.log_format));
-  auto setup = engine::set_up_residency(
-      *model_, residency_opts,
-      engine::ResidencyDemand{.context_tokens = context,
-                              .max_batch_tokens = options_.max_batch_tokens,
-                              .threads = threads},
-      memory_, resident_weights_progress(progress));
-  if (!setup) return setup.error();
-  residency_ = std::make_unique<engine::ResidencySetup>(std::move(*setup));
-  for (const std::string& line : residency_->describe(*model_)) log_info(line);
-  const engine::ResidencyPlan& plan = residency_->plan;
-  engine::PressurePolicy policy;
-  policy.max_resident_bytes = plan.non_layer_bytes + plan.resident_layer_bytes;
-  controller_ = std::make_unique<engine::ResidencyController>(*residency_->weights, memory_, policy,
-                                                              residency_opts.prefetch_depth);
+  auto booted = runtime::bootstrap_engine(
+      *model_,
+      runtime::EngineBootstrapOptions{.residency = residency_opts,
+                                      .context_tokens = context,
+                                      .max_batch_tokens = options_.max_batch_tokens,
+                                      .threads = options_.threads,
+                                      .progress = resident_weights_progress(progress)},
+      memory_);
+  if (!booted) return booted.error();
+  engine_parts_ = std::make_unique<runtime::EngineBootstrap>(std::move(*booted));
+  const int threads = engine_parts_->threads;
+  for (const std::string& line : engine_parts_->residency->describe(*model_)) log_info(line);
+  const engine::ResidencyPlan& plan = engine_parts_->residency->plan;
 
-  const int64_t token_bytes = engine::KvCache::bytes_per_token(cfg.n_layers, cfg.n_kv_heads,
-                                                               cfg.head_dim, kernels::DType::F16);
+  const int64_t token_bytes = engine::KvCache::bytes_per_token(cfg, kernels::DType::F16);
   uint64_t kv_bytes = options_.kv_cache_bytes;
   if (kv_bytes == 0 && plan.streamed_layers > 0 && !residency_opts.resident_layers) {
     // Streaming because the budget is short: the KV gets what the plan reserved for it
@@ -158,15 +136,14 @@ Status ModelService::load() {
   sc.n_kv_blocks = static_cast<int32_t>(std::min<int64_t>(n_blocks, INT32_MAX));
   sc.prefix_cache = true;
 
-  pool_ = std::make_unique<kernels::ThreadPool>(threads);
-  scheduler::EngineRunnerOptions runner_options;
-  runner_options.weights = residency_->weights.get();
+  runtime::EngineRunnerOptions runner_options;
+  runner_options.weights = engine_parts_->weights();
   runner_options.between_steps = [this] { between_steps(); };
-  auto runner = scheduler::make_engine_runner(*model_, *pool_, sc, std::move(runner_options));
+  auto runner = runtime::make_engine_runner(*model_, *engine_parts_->pool, sc, std::move(runner_options));
   {
     std::lock_guard lock(engine_mu_);
     if (stopped_) return Error{"stopped while loading"};
-    engine_ = std::make_unique<scheduler::EngineLoop>(std::move(runner), *tokenizer_, sc, &metrics_);
+    engine_ = std::make_unique<runtime::EngineLoop>(std::move(runner), *tokenizer_, sc, &metrics_);
     engine_->start();
     engine_started_.store(true, std::memory_order_release);
   }
@@ -209,8 +186,9 @@ Status ModelService::warm_up() {
 }
 
 void ModelService::between_steps() {
-  controller_->on_step();
-  const engine::WeightResidency& w = *residency_->weights;
+  engine_parts_->between_steps();
+  const engine::ResidencyController& controller = *engine_parts_->controller;
+  const engine::WeightResidency& w = *engine_parts_->residency->weights;
   const engine::StreamerStats io = w.streamer_stats();
   if (io.read_seconds - last_read_seconds_ >= 0.05) {
     stream_bandwidth_ = static_cast<double>(io.bytes_read - last_bytes_read_) /
@@ -218,7 +196,7 @@ void ModelService::between_steps() {
     last_bytes_read_ = io.bytes_read;
     last_read_seconds_ = io.read_seconds;
   }
-  const engine::MemoryReading& memory = controller_->last_reading();
+  const engine::MemoryReading& memory = controller.last_reading();
   ResidencyMetrics m;
   m.resident_layers = w.resident_layers();
   m.streamed_layers = w.n_layers() - m.resident_layers;
@@ -227,12 +205,12 @@ void ModelService::between_steps() {
   m.stream_bandwidth_bytes_per_second = stream_bandwidth_;
   m.io_stall_seconds_total = io.stall_seconds;
   // Until the controller's first check, the reading taken when the plan was made.
-  const engine::MemoryReading& shown = memory.limit_bytes > 0 ? memory : residency_->memory_at_start;
+  const engine::MemoryReading& shown = memory.limit_bytes > 0 ? memory : engine_parts_->residency->memory_at_start;
   m.memory_limit_bytes = shown.limit_bytes;
   m.memory_available_bytes = shown.available_bytes;
   m.memory_pressure_ratio = shown.pressure_some_avg10 / 100.0;
-  m.shed_total = controller_->shed_total();
-  m.readmit_total = controller_->readmit_total();
+  m.shed_total = controller.shed_total();
+  m.readmit_total = controller.readmit_total();
   metrics_.set_residency(m);
 }
 
@@ -242,7 +220,7 @@ void ModelService::stop() {
   if (engine_) engine_->stop();
 }
 
-std::optional<scheduler::EngineSnapshot> ModelService::snapshot() const {
+std::optional<runtime::EngineSnapshot> ModelService::snapshot() const {
   if (!engine_started_.load(std::memory_order_acquire)) return std::nullopt;
   return engine_->snapshot();
 }

@@ -14,18 +14,16 @@
 #include <string>
 
 #include "common/result.h"
-#include "engine/memory_probe.h"
-#include "scheduler/engine_loop.h"
+#include "engine/platform/memory_probe.h"
+#include "runtime/engine_loop.h"
 #include "server/model_backend.h"
 
 namespace spillway::engine {
 class Model;
 class Tokenizer;
-class ResidencyController;
-struct ResidencySetup;
 }  // namespace spillway::engine
-namespace spillway::kernels {
-class ThreadPool;
+namespace spillway::runtime {
+struct EngineBootstrap;
 }
 
 namespace spillway::server {
@@ -46,7 +44,7 @@ class ModelService final : public ModelBackend {
   void stop();
 
   bool ready() const override { return ready_.load(std::memory_order_acquire); }
-  std::optional<scheduler::EngineSnapshot> snapshot() const override;
+  std::optional<runtime::EngineSnapshot> snapshot() const override;
   std::variant<scheduler::RequestId, scheduler::SubmitRejection> submit(
       scheduler::GenerationParams params, scheduler::UpdateSink sink) override {
     return engine_->submit(std::move(params), std::move(sink));
@@ -70,14 +68,13 @@ class ModelService final : public ModelBackend {
   std::unique_ptr<engine::Tokenizer> tokenizer_;
   std::unique_ptr<ChatPrompt> chat_prompt_;
   engine::LinuxMemorySource memory_;
-  // Declared before engine_: the engine's runner reads weights_ and calls controller_.
-  std::unique_ptr<engine::ResidencySetup> residency_;
-  std::unique_ptr<engine::ResidencyController> controller_;
+  // Pool, residency, pressure controller. Declared before engine_: the engine's runner
+  // uses all three until the engine stops.
+  std::unique_ptr<runtime::EngineBootstrap> engine_parts_;
   uint64_t last_bytes_read_ = 0;       // engine thread: bandwidth over the last interval
   double last_read_seconds_ = 0;
   double stream_bandwidth_ = 0;
-  std::unique_ptr<kernels::ThreadPool> pool_;
-  std::unique_ptr<scheduler::EngineLoop> engine_;
+  std::unique_ptr<runtime::EngineLoop> engine_;
   int32_t max_context_ = 0;
   int32_t n_vocab_ = 0;
   std::mutex engine_mu_;  // engine_ creation vs snapshot() / stop()

@@ -1,5 +1,7 @@
 #include "server/request_log.h"
 
+#include "server/routes.h"
+
 #include <cmath>
 
 #include "server/logging.h"
@@ -14,7 +16,7 @@ double round_ms(double ms) { return std::round(ms * 10.0) / 10.0; }
 void record_request(ServerContext& ctx, const RequestRecord& r) {
   ctx.metrics.count_request(r.path, r.status);
   // Probes and scrapes are counted, not logged: they would drown the request log.
-  if (r.path == "/health" || r.path == "/live" || r.path == "/metrics") return;
+  if (const Route* route = find_route(r.path); route && route->probe) return;
   nlohmann::ordered_json f;
   if (!r.id.empty()) f["id"] = r.id;
   if (!r.method.empty()) f["method"] = r.method;

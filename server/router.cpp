@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include "server/routes.h"
+
 #include <cctype>
 #include <chrono>
 #include <ctime>
@@ -11,7 +13,7 @@
 #include "api/responses.h"
 #include "api/sse.h"
 #include "api/tokenize_request.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/chat_prompt.h"
 #include "server/error_response.h"
 #include "server/generation_job.h"
@@ -146,55 +148,40 @@ std::optional<api::ApiError> Router::check_ready() const {
 void Router::route(const std::shared_ptr<HttpExchange>& exchange) {
   const HttpRequest& req = exchange->request();
   const std::string& path = req.path;
-  const bool get = req.method == "GET";
-  const bool post = req.method == "POST";
 
-  auto wrong_method = [&](const char* allowed) {
-    HttpResponse r = error_response(api::method_not_allowed(req.method, path));
-    r.headers.emplace_back("Allow", allowed);
-    respond(*exchange, std::move(r), "method not allowed");
+  const Route* r = find_route(path);
+  auto wrong_method = [&] {
+    HttpResponse response = error_response(api::method_not_allowed(req.method, path));
+    response.headers.emplace_back("Allow", std::string(r->method));
+    respond(*exchange, std::move(response), "method not allowed");
   };
-
   // Probes and scrapes: no key, served in every state.
-  if (path == "/live") {
-    if (!get) return wrong_method("GET");
-    return respond(*exchange, json_response({{"status", "ok"}}));
-  }
-  if (path == "/health") {
-    if (!get) return wrong_method("GET");
-    return health(*exchange);
-  }
-  if (path == "/metrics") {
-    if (!get) return wrong_method("GET");
-    return metrics(*exchange);
+  if (r && r->probe) {
+    if (req.method != r->method) return wrong_method();
+    switch (r->id) {
+      case RouteId::Live: return respond(*exchange, json_response({{"status", "ok"}}));
+      case RouteId::Health: return health(*exchange);
+      default: return metrics(*exchange);
+    }
   }
 
   if (needs_api_key(path) && !authorized(req)) return respond_error(*exchange, api::invalid_api_key());
   if (ctx_.lifecycle.load() == Lifecycle::Draining) {
     return respond_error(*exchange, *check_ready());
   }
-
-  if (path == "/v1/chat/completions") {
-    if (!post) return wrong_method("POST");
-    return chat_completions(exchange);
+  if (!r) return respond_error(*exchange, api::path_not_found(req.method, path));
+  if (req.method != r->method) return wrong_method();
+  switch (r->id) {
+    case RouteId::ChatCompletions: return chat_completions(exchange);
+    case RouteId::Completions: return completions(exchange);
+    case RouteId::Models: return models(*exchange, "");
+    case RouteId::Model: return models(*exchange, percent_decode(path.substr(r->path.size())));
+    case RouteId::Tokenize: return tokenize(*exchange);
+    case RouteId::Detokenize: return detokenize(*exchange);
+    case RouteId::Live:
+    case RouteId::Health:
+    case RouteId::Metrics: break;  // probes, above
   }
-  if (path == "/v1/completions") {
-    if (!post) return wrong_method("POST");
-    return completions(exchange);
-  }
-  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
-    if (!get) return wrong_method("GET");
-    return models(*exchange, path.size() > 11 ? percent_decode(path.substr(11)) : "");
-  }
-  if (path == "/tokenize") {
-    if (!post) return wrong_method("POST");
-    return tokenize(*exchange);
-  }
-  if (path == "/detokenize") {
-    if (!post) return wrong_method("POST");
-    return detokenize(*exchange);
-  }
-  respond_error(*exchange, api::path_not_found(req.method, path));
 }
 
 void Router::health(HttpExchange& exchange) {

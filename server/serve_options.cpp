@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/memory_probe.h"
+#include "engine/platform/memory_probe.h"
 
 namespace spillway::server {
 

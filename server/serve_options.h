@@ -6,11 +6,10 @@
 #include <string>
 #include <string_view>
 
-#include "server/residency_flags.h"
+#include <functional>
 
-namespace CLI {
-class App;
-}
+#include "common/result.h"
+#include "engine/residency/residency_plan.h"
 
 namespace spillway::server {
 
@@ -35,12 +34,13 @@ struct ServeOptions {
   int max_connections = 1024;
   int http_threads = 2;
   double sse_keepalive_seconds = 15.0;
-  ResidencyFlags residency;       // --memory-budget and friends (README, "Models bigger than memory")
+  engine::ResidencyOptions residency;  // --memory-budget and friends (README, "Models bigger than memory")
+  // Writes the demo model at a path (with progress) when `model` is empty; supplied by cli/
+  // (tools/ builds it; server/ does not depend on tools/). Called on the loader thread.
+  std::function<Status(const std::string& path,
+                       const std::function<void(int64_t done, int64_t total)>& progress)>
+      write_demo_model;
 };
-
-// Registers `serve` on the app (server/command_serve.cpp); the callback runs the server and
-// stores the exit code.
-void add_serve_command(CLI::App& app, int& exit_code);
 
 // "512M", "4G", "1.5GiB", "1048576" (binary multiples K, M, G, T; optional B / iB), as
 // engine::parse_byte_size.
@@ -54,7 +54,7 @@ std::string default_demo_model_path();
 std::string model_id_from_path(std::string_view path);
 
 // Runs the server until SIGTERM / SIGINT and the drain; returns the exit code
-// (server/command_serve.cpp).
+// (server/serve.cpp).
 int run_serve(const ServeOptions& options);
 
 }  // namespace spillway::server

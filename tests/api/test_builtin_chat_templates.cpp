@@ -3,7 +3,7 @@
 // compared with jinja2's render of it; the rest are hand-checked strings.
 #include <gtest/gtest.h>
 
-#include "chat_template_test_util.h"
+#include "api/chat_template_test_util.h"
 
 namespace spillway::api {
 namespace {

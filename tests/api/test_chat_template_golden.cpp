@@ -2,7 +2,7 @@
 // transformers (../shared/testdata/chat_templates, made by render_with_jinja2.py).
 #include <gtest/gtest.h>
 
-#include "chat_template_test_util.h"
+#include "api/chat_template_test_util.h"
 
 namespace spillway::api {
 namespace {

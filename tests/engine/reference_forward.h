@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace spillway::testing {
 
@@ -68,14 +68,16 @@ inline std::vector<std::vector<double>> reference_logits(const engine::Model& mo
   std::vector<std::vector<double>> x(T);
   for (size_t t = 0; t < T; ++t) x[t].assign(embd.begin() + tokens[t] * d, embd.begin() + (tokens[t] + 1) * d);
 
-  for (const engine::LayerWeights& l : model.layers()) {
+  for (const engine::BlockWeights& block : model.layers()) {
+    const auto& l = std::get<engine::AttentionWeights>(block.mixer);
+    const auto& f = std::get<engine::DenseFfnWeights>(block.ffn);
     const auto wq = dequantize_matrix(l.wq), wk = dequantize_matrix(l.wk), wv = dequantize_matrix(l.wv);
-    const auto wo = dequantize_matrix(l.wo), wg = dequantize_matrix(l.w_gate);
-    const auto wu = dequantize_matrix(l.w_up), wdn = dequantize_matrix(l.w_down);
+    const auto wo = dequantize_matrix(l.wo), wg = dequantize_matrix(f.w_gate);
+    const auto wu = dequantize_matrix(f.w_up), wdn = dequantize_matrix(f.w_down);
     std::vector<std::vector<double>> q(T), k(T), v(T);
     for (size_t t = 0; t < T; ++t) {
       std::vector<double> h = x[t];
-      rms_norm(h, 0, d, l.attn_norm, c.rms_eps);
+      rms_norm(h, 0, d, block.mixer_norm, c.rms_eps);
       q[t] = matvec(wq, nh * hd, d, h);
       k[t] = matvec(wk, nkv * hd, d, h);
       v[t] = matvec(wv, nkv * hd, d, h);
@@ -114,7 +116,7 @@ inline std::vector<std::vector<double>> reference_logits(const engine::Model& mo
       const auto o = matvec(wo, d, nh * hd, attn);
       for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
       std::vector<double> h = x[t];
-      rms_norm(h, 0, d, l.ffn_norm, c.rms_eps);
+      rms_norm(h, 0, d, block.ffn_norm, c.rms_eps);
       auto g = matvec(wg, c.n_ff, d, h);
       const auto u = matvec(wu, c.n_ff, d, h);
       for (int64_t i = 0; i < c.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];

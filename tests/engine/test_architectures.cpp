@@ -8,14 +8,16 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/demo_model.h"
-#include "engine/forward.h"
-#include "engine/model.h"
+#include "tools/demo_model.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
 #include "kernels/thread_pool.h"
 #include "reference_forward.h"
 
 namespace spillway::engine {
 namespace {
+
+using namespace tools;  // the demo model and generator the tests run
 
 struct ArchCase {
   const char* arch;

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/direct_reader.h"
+#include "engine/platform/direct_reader.h"
 
 namespace spillway::engine {
 namespace {

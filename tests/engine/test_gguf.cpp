@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
-#include "engine/model.h"
-#include "engine/model_source.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/model/model.h"
+#include "engine/format/model_source.h"
 
 namespace spillway::engine {
 namespace {

@@ -13,14 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/forward.h"
-#include "engine/generator.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/forward/forward.h"
+#include "tools/generator.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
 namespace {
+
+using namespace tools;  // the demo model and generator the tests run
 
 struct GoldenCase {
   std::string prompt;

@@ -17,14 +17,16 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "engine/demo_model.h"
-#include "engine/forward.h"
-#include "engine/model.h"
+#include "tools/demo_model.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
 #include "hf_test_files.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
 namespace {
+
+using namespace tools;  // the demo model and generator the tests run
 
 namespace fs = std::filesystem;
 

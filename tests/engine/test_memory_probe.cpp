@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/memory_probe.h"
+#include "engine/platform/memory_probe.h"
 
 namespace spillway::engine {
 namespace {

@@ -1,7 +1,7 @@
 // The residency plan's arithmetic against the formula of DESIGN.md §1, worked by hand.
 #include <gtest/gtest.h>
 
-#include "engine/residency_plan.h"
+#include "engine/residency/residency_plan.h"
 
 namespace spillway::engine {
 namespace {

@@ -13,13 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/hf_config.h"
-#include "engine/hf_folder.h"
-#include "engine/hf_tensor_names.h"
-#include "engine/model_config.h"
-#include "engine/model_source.h"
-#include "engine/safetensors.h"
-#include "engine/tokenizer.h"
+#include "engine/format/hf_config.h"
+#include "engine/format/hf_folder.h"
+#include "engine/format/hf_tensor_names.h"
+#include "engine/model/model_config.h"
+#include "engine/format/model_source.h"
+#include "engine/format/safetensors.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "hf_test_files.h"
 
 namespace spillway::engine {

@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/sampling.h"
+#include "engine/sampling/sampling.h"
 
 namespace spillway::engine {
 namespace {

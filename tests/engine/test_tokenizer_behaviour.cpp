@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/unicode_text.h"
+#include "engine/tokenizer/unicode_text.h"
 #include "tokenizer_test_util.h"
 
 namespace spillway::engine {

@@ -13,7 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/tokenizer_vocab.h"
+#include "engine/tokenizer/vocab.h"
 #include "tokenizer_test_util.h"
 
 namespace spillway::engine {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/pretokenizer.h"
+#include "engine/tokenizer/pretokenizer.h"
 #include "tokenizer_test_util.h"
 
 namespace spillway::engine {

@@ -8,16 +8,18 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/demo_model.h"
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/residency_controller.h"
-#include "engine/residency_plan.h"
-#include "engine/weight_residency.h"
+#include "tools/demo_model.h"
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/residency/residency_controller.h"
+#include "engine/residency/residency_plan.h"
+#include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
 namespace {
+
+using namespace tools;  // the demo model and generator the tests run
 
 namespace fs = std::filesystem;
 

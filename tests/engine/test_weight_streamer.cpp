@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "engine/weight_streamer.h"
+#include "engine/residency/weight_streamer.h"
 
 namespace spillway::engine {
 namespace {
@@ -135,6 +135,40 @@ TEST_P(WeightStreamerTest, ReadErrorsAreValuesNamingTheFile) {
   ASSERT_TRUE(again.ok());
   expect_unit_bytes(units_[0], *again);
   s.release(0);
+}
+
+TEST_P(WeightStreamerTest, DemandedUnitsComeBeforeTheCycleWhichThenResumes) {
+  // Units 0..2 cycle (layers); 3..5 stand for experts the router chose, demanded per step.
+  WeightStreamer s({reader_.get()}, GetParam(), max_unit_bytes_);
+  s.set_schedule({&units_[0], &units_[1], &units_[2]});
+  for (int step = 0; step < 3; ++step) {
+    auto first = s.acquire(0);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    expect_unit_bytes(units_[0], *first);
+    s.release(0);
+    // The demand arrives while layer 1 may already be prefetched: demanded units first...
+    s.demand({&units_[5], &units_[3]});
+    for (int id : {5, 3}) {
+      auto p = s.acquire(id);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      expect_unit_bytes(units_[id], *p);
+      s.release(id);
+    }
+    // ...then the cycle where it was.
+    for (int id : {1, 2}) {
+      auto p = s.acquire(id);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      expect_unit_bytes(units_[id], *p);
+      s.release(id);
+    }
+  }
+  // Asking for a later demanded unit first skips the earlier one; an unknown id is an error.
+  s.demand({&units_[3], &units_[4]});
+  auto later = s.acquire(4);
+  ASSERT_TRUE(later.ok()) << later.error().message;
+  expect_unit_bytes(units_[4], *later);
+  s.release(4);
+  EXPECT_FALSE(s.acquire(3).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Slots, WeightStreamerTest, ::testing::Values(1, 2, 3, 5));

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace spillway::engine::test {
 

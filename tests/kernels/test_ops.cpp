@@ -280,6 +280,21 @@ constexpr AttentionCase kAttentionCases[] = {{1, 64, 16, 1},  {4, 64, 16, 5},   
                                              {3, 80, 8, 33},  {1, 40, 4, 13},   {2, 256, 64, 300}, {8, 64, 16, 47},
                                              {7, 96, 16, 70}, {16, 64, 16, 21}, {2, 8, 4, 9}};
 
+// Key counts per query row: causal (the last n_tokens positions of n_ctx), the whole
+// context for every row (bidirectional), or counts in no particular order.
+enum class KeyRanges { Causal, Whole, Scattered };
+std::vector<int64_t> key_counts_for(KeyRanges ranges, int64_t n_ctx, int n_tokens) {
+  std::vector<int64_t> counts(static_cast<size_t>(n_tokens));
+  for (int j = 0; j < n_tokens; ++j) {
+    switch (ranges) {
+      case KeyRanges::Causal: counts[size_t(j)] = n_ctx - n_tokens + j + 1; break;
+      case KeyRanges::Whole: counts[size_t(j)] = n_ctx; break;
+      case KeyRanges::Scattered: counts[size_t(j)] = 1 + (int64_t(j) * 7 + n_ctx / 2) % n_ctx; break;
+    }
+  }
+  return counts;
+}
+
 TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
   const int n_kv_heads = 3, kv_head = 1;
   for (DType type : {DType::F16, DType::F32}) {
@@ -289,29 +304,34 @@ TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
                                          uint32_t(c.n_ctx * 3 + c.head_dim), transposed);
         const float scale = 1.0f / std::sqrt(float(c.head_dim));
         for (int n_tokens = 1; n_tokens <= kAttentionMaxTokens && n_tokens <= c.n_ctx; ++n_tokens) {
-          // Tokens at positions n_ctx - n_tokens .. n_ctx - 1, queries 2 tokens apart in memory.
-          const int64_t pos0 = c.n_ctx - n_tokens;
+         for (KeyRanges ranges : {KeyRanges::Causal, KeyRanges::Whole, KeyRanges::Scattered}) {
+          // Causal: tokens at positions n_ctx - n_tokens .. n_ctx - 1; Whole: every query sees
+          // all n_ctx keys (a canvas); Scattered: key counts in no order. Queries 2 tokens
+          // apart in memory.
+          const std::vector<int64_t> counts = key_counts_for(ranges, c.n_ctx, n_tokens);
           const size_t q_stride = size_t(c.n_group) * c.head_dim * 2;
           const std::vector<float> q = random_floats(int64_t(q_stride) * n_tokens, uint32_t(c.n_ctx + 77 + n_tokens));
           for (Isa isa : supported_isas()) {
             std::vector<float> out(q.size(), NAN);
             std::vector<float> scratch(attention_scratch_floats(n_tokens, c.n_group, c.n_ctx), NAN);
             kernels_for(isa).attention(q.data(), q_stride, n_tokens, c.n_group, c.head_dim, kv.view(kv.k),
-                                       kv.view(kv.v), kv_head, pos0, scale, out.data(), q_stride, scratch.data());
+                                       kv.view(kv.v), kv_head, counts.data(), scale, out.data(), q_stride,
+                                       scratch.data());
             for (int j = 0; j < n_tokens; ++j) {
               for (int g = 0; g < c.n_group; ++g) {
                 const size_t at = j * q_stride + size_t(g) * c.head_dim;
                 const std::vector<double> expected =
-                    reference_attention(kv, q.data() + at, c.head_dim, kv_head, pos0 + j + 1, scale);
+                    reference_attention(kv, q.data() + at, c.head_dim, kv_head, counts[size_t(j)], scale);
                 for (int d = 0; d < c.head_dim; ++d) {
                   ASSERT_NEAR(out[at + d], expected[size_t(d)], 2e-5)
                       << isa_name(isa) << " " << dtype_name(type) << (transposed ? " transposed" : "")
                       << " n_ctx=" << c.n_ctx << " head_dim=" << c.head_dim << " tokens=" << n_tokens << " j=" << j
-                      << " g=" << g << " d=" << d;
+                      << " g=" << g << " d=" << d << " ranges=" << int(ranges);
                 }
               }
             }
           }
+         }
         }
       }
     }
@@ -327,18 +347,18 @@ TEST(Attention, ATokensOutputDoesNotDependOnTheTokensComputedWithIt) {
       if (c.n_ctx < kAttentionMaxTokens) continue;
       const PagedKv kv = make_paged_kv(DType::F16, n_kv_heads, c.head_dim, c.block_size, c.n_ctx, 5, transposed);
       const int n_tokens = kAttentionMaxTokens;
-      const int64_t pos0 = c.n_ctx - n_tokens;
+      const std::vector<int64_t> counts = key_counts_for(KeyRanges::Causal, c.n_ctx, n_tokens);
       const size_t q_stride = size_t(c.n_group) * c.head_dim;
       const std::vector<float> q = random_floats(int64_t(q_stride) * n_tokens, 9);
       for (Isa isa : supported_isas()) {
         const KernelTable& kt = kernels_for(isa);
         std::vector<float> together(q.size()), scratch(attention_scratch_floats(n_tokens, c.n_group, c.n_ctx));
-        kt.attention(q.data(), q_stride, n_tokens, c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v), kv_head, pos0,
-                     0.125f, together.data(), q_stride, scratch.data());
+        kt.attention(q.data(), q_stride, n_tokens, c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v), kv_head,
+                     counts.data(), 0.125f, together.data(), q_stride, scratch.data());
         for (int j = 0; j < n_tokens; ++j) {
           std::vector<float> alone(q_stride);
           kt.attention(q.data() + j * q_stride, q_stride, 1, c.n_group, c.head_dim, kv.view(kv.k), kv.view(kv.v),
-                       kv_head, pos0 + j, 0.125f, alone.data(), q_stride, scratch.data());
+                       kv_head, &counts[size_t(j)], 0.125f, alone.data(), q_stride, scratch.data());
           ASSERT_EQ(std::memcmp(alone.data(), together.data() + j * q_stride, q_stride * sizeof(float)), 0)
               << isa_name(isa) << (transposed ? " transposed" : "") << " n_ctx=" << c.n_ctx << " j=" << j;
         }

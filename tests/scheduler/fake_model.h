@@ -18,9 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling.h"
-#include "engine/tokenizer.h"
-#include "scheduler/engine_loop.h"
+#include "engine/sampling/sampling.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "scheduler/config.h"
+#include "scheduler/request.h"
 #include "scheduler/runner.h"
 #include "scheduler/step_plans.h"
 

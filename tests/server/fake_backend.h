@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/model_source.h"
-#include "engine/tokenizer.h"
+#include "engine/format/model_source.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/chat_prompt.h"
 #include "server/model_backend.h"
 
@@ -79,9 +79,9 @@ class FakeBackend final : public ModelBackend {
   }
 
   bool ready() const override { return true; }
-  std::optional<scheduler::EngineSnapshot> snapshot() const override {
+  std::optional<runtime::EngineSnapshot> snapshot() const override {
     std::lock_guard lock(mu_);
-    scheduler::EngineSnapshot s;
+    runtime::EngineSnapshot s;
     s.running = static_cast<int32_t>(requests_.size());
     s.kv_blocks_total = 64;
     s.kv_blocks_used = static_cast<int32_t>(requests_.size());

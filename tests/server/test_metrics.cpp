@@ -41,7 +41,7 @@ TEST(ServerMetrics, ExpositionHasTypesHelpAndBaseUnits) {
 
 TEST(ServerMetrics, SnapshotAndObserverValues) {
   ServerMetrics m("m");
-  scheduler::EngineSnapshot s;
+  runtime::EngineSnapshot s;
   s.running = 3;
   s.waiting = 2;
   s.kv_blocks_total = 100;

@@ -1,0 +1,275 @@
+// `spillway bench`: prefill, decode and batched-decode speeds of a model, each also as a
+// fraction of the physical limit measured in the same run (bench/README.md):
+//   decode: (weight bytes + KV bytes read per token) x tok/s / DRAM read bandwidth;
+//   prefill: ops per token x tok/s / the compute peak of the weights' dot product (int8
+//   for quantized weights, bf16 for F16/BF16, fp32 for F32);
+//   with layers streamed from disk: streamed bytes per step x steps/s / disk bandwidth.
+// The machine is probed before and after the measurement; the bounds are the better of the two.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/platform/memory_probe.h"
+#include "engine/model/model.h"
+#include "runtime/engine_bootstrap.h"
+#include "tools/throughput_bench.h"
+#include "kernels/machine_probe.h"
+#include "kernels/thread_pool.h"
+#include "cli/commands.h"
+#include "server/progress.h"
+#include "cli/residency_flags.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  tools::ThroughputOptions throughput;
+  int threads = 0;
+  bool json = false;
+  bool no_streaming = false;
+  bool no_probe = false;
+  bool file_layout = false;
+  ResidencyFlags residency;
+};
+
+struct Peak {
+  const char* kind;
+  double ops_per_second;
+};
+
+Peak prefill_peak(kernels::DType t, const kernels::MachinePeaks& m) {
+  switch (t) {
+    case kernels::DType::F32: return {"fp32", m.fp32_flops};
+    case kernels::DType::F16:
+    case kernels::DType::BF16: return {"bf16", m.bf16_flops > 0 ? m.bf16_flops : m.fp32_flops};
+    default: return {"int8", m.int8_ops_per_second};
+  }
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+int bench(const BenchOptions& o) {
+  auto model = engine::Model::open(o.model);
+  if (!model) {
+    fmt::print(stderr, "error: {}\n", model.error().message);
+    return 1;
+  }
+  const engine::ModelConfig& cfg = (*model)->config();
+  const engine::LinuxMemorySource memory;
+  runtime::EngineBootstrapOptions boot{
+      .residency = std::nullopt,
+      .context_tokens = o.throughput.prompt_tokens + o.throughput.gen_tokens,
+      .max_batch_tokens = std::max(o.throughput.prompt_tokens, o.throughput.batch),
+      .threads = o.threads,
+      .progress = {}};
+  server::ProgressReporter progress("reading the resident weights", "bytes",
+                                    server::ProgressReporter::interactive_for(server::LogFormat::Text));
+  if (!o.no_streaming) {
+    auto options = residency_options(o.residency);
+    if (!options) {
+      fmt::print(stderr, "error: {}\n", options.error().message);
+      return 2;
+    }
+    options->keep_file_layout = o.file_layout;
+    boot.residency = *options;
+    boot.progress = server::resident_weights_progress(progress);
+  }
+  auto booted = runtime::bootstrap_engine(**model, boot, memory);
+  if (!booted) {
+    fmt::print(stderr, "error: {}\n", booted.error().message);
+    return 1;
+  }
+  const int threads = booted->threads;
+  kernels::ThreadPool& pool = *booted->pool;
+  const engine::ResidencySetup* setup = booted->residency.get();
+  const engine::ResidencyController* controller = booted->controller.get();
+  if (setup) {
+    for (const std::string& line : setup->describe(**model)) fmt::print(stderr, "{}\n", line);
+  }
+
+  kernels::MachinePeaks peaks;
+  if (!o.no_probe) {
+    fmt::print(stderr, "probing the machine (DRAM bandwidth, compute peaks)...\n");
+    peaks = kernels::probe_machine(pool);
+  }
+  fmt::print(stderr, "measuring: {} prompt tokens, {} generated, batch {}, {} repeats, {} threads\n",
+             o.throughput.prompt_tokens, o.throughput.gen_tokens, o.throughput.batch,
+             o.throughput.repeats, threads);
+  engine::StreamerStats io_before;  // the warm-up's reads are not part of the measurement
+  auto result = tools::measure_throughput(
+      **model, setup ? setup->weights.get() : nullptr, pool, o.throughput,
+      [&] { booted->between_steps(); },
+      [&] { if (setup) io_before = setup->weights->streamer_stats(); });
+  if (!result) {
+    fmt::print(stderr, "error: {}\n", result.error().message);
+    return 1;
+  }
+  if (!o.no_probe) {
+    // The machine is shared: probe again after measuring and keep the better figures, so a
+    // quiet moment during the run raises the bounds rather than flattering the fractions.
+    const kernels::MachinePeaks after = kernels::probe_machine(pool);
+    peaks.dram_read_bytes_per_second = std::max(peaks.dram_read_bytes_per_second, after.dram_read_bytes_per_second);
+    peaks.dram_read_bytes_per_second_1_thread =
+        std::max(peaks.dram_read_bytes_per_second_1_thread, after.dram_read_bytes_per_second_1_thread);
+    peaks.int8_ops_per_second = std::max(peaks.int8_ops_per_second, after.int8_ops_per_second);
+    peaks.bf16_flops = std::max(peaks.bf16_flops, after.bf16_flops);
+    peaks.fp32_flops = std::max(peaks.fp32_flops, after.fp32_flops);
+  }
+  const tools::ThroughputResult& r = *result;
+  kernels::DType type = kernels::DType::F32;  // the first matrix's: the model's main weight type
+  (*model)->layers().front().for_each_matrix([&, first = true](const kernels::WeightMatrix& w) mutable {
+    if (first) type = w.type;
+    first = false;
+  });
+  const Peak peak = prefill_peak(type, peaks);
+  const double tg_bytes = r.weight_bytes_per_step + r.kv_bytes_per_decode_token;
+
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["weight_type"] = kernels::dtype_name(type);
+  j["layers"] = cfg.n_layers;
+  j["threads"] = threads;
+  j["isa"] = kernels::isa_name(kernels::active_isa());
+  j["prompt_tokens"] = o.throughput.prompt_tokens;
+  j["gen_tokens"] = o.throughput.gen_tokens;
+  j["pp_tokens_per_second"] = r.pp_tokens_per_second;
+  j["tg_tokens_per_second"] = r.tg_tokens_per_second;
+  j["pp_fraction_of_peak"] = ratio(r.pp_tokens_per_second * r.ops_per_prefill_token, peak.ops_per_second);
+  j["tg_fraction_of_bandwidth"] = ratio(r.tg_tokens_per_second * tg_bytes, peaks.dram_read_bytes_per_second);
+  j["pp_peak"] = peak.kind;
+  j["pp_ops_per_token"] = r.ops_per_prefill_token;
+  j["tg_bytes_per_token"] = tg_bytes;
+  if (r.batch > 1) {
+    j["batch"] = r.batch;
+    j["batch_tg_tokens_per_second"] = r.batch_tg_tokens_per_second;
+    j["batch_speedup"] = ratio(r.batch_tg_tokens_per_second, r.tg_tokens_per_second);
+  }
+  j["pp_samples"] = r.pp_samples;
+  j["tg_samples"] = r.tg_samples;
+  j["machine"] = {
+      {"dram_read_bytes_per_second", peaks.dram_read_bytes_per_second},
+      {"dram_read_bytes_per_second_1_thread", peaks.dram_read_bytes_per_second_1_thread},
+      {"int8_ops_per_second", peaks.int8_ops_per_second},
+      {"bf16_flops", peaks.bf16_flops},
+      {"fp32_flops", peaks.fp32_flops},
+  };
+  if (o.throughput.profile) {
+    // Share of each phase's forward time per part, and seconds per step.
+    auto parts = [&](const engine::ForwardProfile& p, double steps) {
+      nlohmann::ordered_json out;
+      const double total = p.total();
+      for (int i = 0; i < engine::ForwardProfile::kParts; ++i) out[engine::ForwardProfile::name(i)] = ratio(p.seconds[i], total);
+      out["seconds_per_step"] = ratio(total, steps);
+      return out;
+    };
+    const double repeats = o.throughput.repeats;
+    j["profile"] = {{"prefill", parts(r.pp_profile, repeats)},
+                    {"decode", parts(r.tg_profile, repeats * o.throughput.gen_tokens)},
+                    {"batch", parts(r.batch_profile, repeats * o.throughput.gen_tokens)}};
+  }
+  if (setup) {
+    const engine::WeightResidency& w = *setup->weights;
+    const engine::StreamerStats io = w.streamer_stats();
+    const double streamed = static_cast<double>(w.streamed_bytes_per_step());
+    nlohmann::ordered_json res = {
+        {"resident_layers", w.resident_layers()},
+        {"streamed_layers", w.n_layers() - w.resident_layers()},
+        {"resident_weight_bytes", w.resident_weight_bytes()},
+        {"streamed_bytes_per_step", streamed},
+        {"prefetch_depth", setup->prefetch_depth},
+        {"weight_bytes_read_total", io.bytes_read - io_before.bytes_read},
+        {"io_stall_seconds_total", io.stall_seconds - io_before.stall_seconds},
+        {"residency_shed_total", controller->shed_total()},
+        {"residency_readmit_total", controller->readmit_total()},
+    };
+    if (streamed > 0) {
+      res["disk_read_bytes_per_second"] = setup->disk_bytes_per_second;
+      res["tg_fraction_of_disk"] = ratio(r.tg_tokens_per_second * streamed, setup->disk_bytes_per_second);
+      res["pp_fraction_of_disk"] = ratio(r.pp_tokens_per_second / o.throughput.prompt_tokens * streamed,
+                                         setup->disk_bytes_per_second);
+    }
+    j["residency"] = res;
+  } else {
+    j["residency"] = nullptr;  // --no-streaming: the plain engine on the file mapping
+  }
+
+  if (o.json) {
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{} ({} weights, {} layers), {} threads, {}\n", o.model, j["weight_type"].get<std::string>(),
+             cfg.n_layers, threads, j["isa"].get<std::string>());
+  // Without the probe there is no bound to be a fraction of: print the speeds alone.
+  const std::string pp_share =
+      o.no_probe ? "" : fmt::format("  {:5.1f}% of the {} peak", 100 * j["pp_fraction_of_peak"].get<double>(), peak.kind);
+  const std::string tg_share =
+      o.no_probe ? "" : fmt::format("  {:5.1f}% of DRAM bandwidth", 100 * j["tg_fraction_of_bandwidth"].get<double>());
+  fmt::print("  prefill {:>5} tokens: {:9.1f} tok/s{}\n", o.throughput.prompt_tokens, r.pp_tokens_per_second,
+             pp_share);
+  fmt::print("  decode  {:>5} tokens: {:9.1f} tok/s{} ({:.1f} MB per token)\n", o.throughput.gen_tokens,
+             r.tg_tokens_per_second, tg_share, tg_bytes / 1e6);
+  if (r.batch > 1) {
+    fmt::print("  decode x{:<3} sequences: {:9.1f} tok/s  {:.2f}x one sequence\n", r.batch,
+               r.batch_tg_tokens_per_second, j["batch_speedup"].get<double>());
+  }
+  if (setup && setup->weights->streamed_bytes_per_step() > 0) {
+    fmt::print("  streaming: decode at {:.1f}%, prefill at {:.1f}% of the disk bound\n",
+               100 * j["residency"]["tg_fraction_of_disk"].get<double>(),
+               100 * j["residency"]["pp_fraction_of_disk"].get<double>());
+  }
+  if (o.throughput.profile) {
+    for (const char* phase : {"prefill", "decode", "batch"}) {
+      const auto& p = j["profile"][phase];
+      std::string line;
+      for (const auto& [part, share] : p.items()) {
+        if (part == "seconds_per_step" || share.get<double>() < 0.005) continue;
+        line += fmt::format(" {} {:.1f}%", part, 100 * share.get<double>());
+      }
+      fmt::print("  {:<7} {:8.2f} ms/step:{}\n", phase, 1e3 * p["seconds_per_step"].get<double>(), line);
+    }
+  }
+  if (o.no_probe) {
+    fmt::print("  machine: not probed (--no-probe)\n");
+    return 0;
+  }
+  fmt::print("  machine: DRAM {:.1f} GB/s ({:.1f} one thread), int8 {:.2f} TOPS, bf16 {:.2f} TFLOPS, "
+             "fp32 {:.2f} TFLOPS\n",
+             peaks.dram_read_bytes_per_second / 1e9, peaks.dram_read_bytes_per_second_1_thread / 1e9,
+             peaks.int8_ops_per_second / 1e12, peaks.bf16_flops / 1e12, peaks.fp32_flops / 1e12);
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure prefill / decode speed as fractions of this machine's limits");
+  cmd->add_option("--model", opts->model, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("--prompt-tokens", opts->throughput.prompt_tokens, "Prefill length")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--gen-tokens", opts->throughput.gen_tokens, "Decode steps")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--batch", opts->throughput.batch,
+                  "Sequences in the batched-decode measurement (1: skip it)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--repeat", opts->throughput.repeats, "Repeats (the median is reported)")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--threads", opts->threads, "Kernel threads (default: physical cores)");
+  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->add_flag("--profile", opts->throughput.profile, "Also report where each phase's time goes");
+  cmd->add_flag("--no-streaming", opts->no_streaming,
+                "Read weights through the file mapping, without the residency machinery");
+  cmd->add_flag("--no-probe", opts->no_probe, "Skip the machine probe (speeds only; the JSON fractions are 0)");
+  cmd->add_flag("--file-layout", opts->file_layout,
+                "Resident weights keep the file's row-major layout (compare with --no-streaming "
+                "to isolate the residency machinery's cost)");
+  add_residency_flags(*cmd, opts->residency);
+  cmd->callback([opts, &exit_code] { exit_code = bench(*opts); });
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,84 @@
+// `spillway make-demo-model`: writes a deterministic random-weight GGUF (engine/demo_model.h).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "tools/demo_model.h"
+#include "cli/commands.h"
+
+namespace spillway::cli {
+
+namespace {
+
+struct MakeDemoModelOptions {
+  std::string out;
+  std::string type = "f16";
+  tools::DemoModelOptions model;
+};
+
+int make_demo_model(MakeDemoModelOptions o) {
+  static const std::map<std::string, kernels::DType> kTypes = {
+      {"f32", kernels::DType::F32},   {"f16", kernels::DType::F16},
+      {"bf16", kernels::DType::BF16}, {"q8_0", kernels::DType::Q8_0},
+      {"q4_0", kernels::DType::Q4_0}, {"q4_k", kernels::DType::Q4_K},
+      {"q6_k", kernels::DType::Q6_K}};
+  std::string type = o.type;
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto it = kTypes.find(type);
+  if (it == kTypes.end()) {
+    fmt::print(stderr, "error: --type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k\n",
+               o.type);
+    return 2;
+  }
+  o.model.type = it->second;
+  auto resolved = tools::resolve_demo_model_options(o.model);
+  if (!resolved) {
+    fmt::print(stderr, "error: {}\n", resolved.error().message);
+    return 2;
+  }
+  const tools::DemoModelOptions& m = *resolved;
+  fmt::print(stderr,
+             "writing {}: {} layers, dim {}, ff {}, {} heads ({} kv), vocab {}, {} weights\n",
+             o.out, m.layers, m.dim, m.ff, m.heads, m.kv_heads, m.vocab, o.type);
+  const bool tty = isatty(STDERR_FILENO);
+  auto progress = [tty](int64_t done, int64_t total) {
+    if (tty) {
+      fmt::print(stderr, "\r  tensors {}/{}", done, total);
+      if (done == total) fmt::print(stderr, "\n");
+    } else if (done == total || done % 50 == 0) {
+      fmt::print(stderr, "  tensors {}/{}\n", done, total);
+    }
+  };
+  Status st = tools::write_demo_model(o.out, m, progress);
+  if (!st) {
+    fmt::print(stderr, "error: {}\n", st.error().message);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_make_demo_model_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<MakeDemoModelOptions>();
+  CLI::App* cmd = app.add_subcommand("make-demo-model",
+                                     "Write a deterministic random-weight GGUF model");
+  cmd->add_option("--out", opts->out, "Output GGUF path")->required();
+  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3");
+  cmd->add_option("--layers", opts->model.layers);
+  cmd->add_option("--dim", opts->model.dim, "Embedding size");
+  cmd->add_option("--ff", opts->model.ff, "MLP hidden size (default 8/3 dim)");
+  cmd->add_option("--heads", opts->model.heads, "Attention heads (default dim/64)");
+  cmd->add_option("--kv-heads", opts->model.kv_heads, "KV heads (default heads/2)");
+  cmd->add_option("--vocab", opts->model.vocab, "Vocabulary size");
+  cmd->add_option("--context", opts->model.context, "Context length");
+  cmd->add_option("--type", opts->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k");
+  cmd->add_option("--seed", opts->model.seed);
+  cmd->callback([opts, &exit_code] { exit_code = make_demo_model(*opts); });
+}
+
+}  // namespace spillway::cli

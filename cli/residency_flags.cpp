@@ -1,0 +1,74 @@
+#include "cli/residency_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <climits>
+
+#include "engine/platform/memory_probe.h"
+
+namespace spillway::cli {
+
+void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
+  cmd.add_option("--memory-budget", f.memory_budget,
+                 "Memory for weights, KV and buffers: SIZE (512M, 8G) or auto (the cgroup limit, "
+                 "else MemAvailable)")
+      ->envname("SPILLWAY_MEMORY_BUDGET")
+      ->capture_default_str();
+  cmd.add_option("--residency-priority", f.priority,
+                 "KV room kept when planning: max-throughput (512 tokens), balanced (1024), "
+                 "max-context (the whole context)")
+      ->envname("SPILLWAY_RESIDENCY_PRIORITY")
+      ->check(CLI::IsMember({"max-throughput", "balanced", "max-context"}))
+      ->capture_default_str();
+  cmd.add_option("--residency-safety", f.safety_factor,
+                 "Fraction of the computed room actually filled with resident layers")
+      ->envname("SPILLWAY_RESIDENCY_SAFETY")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd.add_option("--resident-layers", f.resident_layers,
+                 "Decoder layers kept in memory: N, auto (as the budget allows) or all")
+      ->envname("SPILLWAY_RESIDENT_LAYERS")
+      ->capture_default_str();
+  cmd.add_option("--residency-placement", f.placement,
+                 "Which layers stay resident: first, last or interleaved")
+      ->envname("SPILLWAY_RESIDENCY_PLACEMENT")
+      ->check(CLI::IsMember({"first", "last", "interleaved"}))
+      ->capture_default_str();
+  cmd.add_option("--prefetch-depth", f.prefetch_depth, "Streamed layers read ahead of compute")
+      ->envname("SPILLWAY_PREFETCH_DEPTH")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+}
+
+Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
+  engine::ResidencyOptions o;
+  if (f.memory_budget != "auto") {
+    auto bytes = engine::parse_byte_size(f.memory_budget);
+    if (!bytes || *bytes <= 0) {
+      return Error{fmt::format("--memory-budget '{}' is not a size (e.g. 512M, 8G) or auto",
+                               f.memory_budget)};
+    }
+    o.memory_budget_bytes = *bytes;
+  }
+  o.priority = *engine::parse_residency_priority(f.priority);
+  o.placement = *engine::parse_residency_placement(f.placement);
+  o.safety_factor = f.safety_factor;
+  o.prefetch_depth = f.prefetch_depth;
+  if (f.resident_layers == "all") {
+    o.resident_layers = INT32_MAX;  // clamped to the layer count by the plan
+  } else if (f.resident_layers != "auto") {
+    int32_t n = -1;
+    auto [p, ec] = std::from_chars(f.resident_layers.data(),
+                                   f.resident_layers.data() + f.resident_layers.size(), n);
+    if (ec != std::errc() || p != f.resident_layers.data() + f.resident_layers.size() || n < 0) {
+      return Error{fmt::format("--resident-layers '{}' is not a number, auto or all",
+                               f.resident_layers)};
+    }
+    o.resident_layers = n;
+  }
+  return o;
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,30 @@
+// The memory-budget flags `spillway run`, `serve` and `bench` share (README, "Models
+// bigger than memory"), each also read from its SPILLWAY_* environment variable.
+#pragma once
+
+#include <string>
+
+#include "common/result.h"
+#include "engine/residency/residency_plan.h"
+
+namespace CLI {
+class App;
+}
+
+namespace spillway::cli {
+
+struct ResidencyFlags {
+  std::string memory_budget = "auto";   // SIZE | auto
+  std::string priority = "balanced";    // max-throughput | balanced | max-context
+  double safety_factor = 0.9;
+  std::string resident_layers = "auto"; // N | auto | all
+  std::string placement = "first";      // first | last | interleaved
+  int prefetch_depth = 2;
+};
+
+void add_residency_flags(CLI::App& command, ResidencyFlags& flags);
+
+// n_layers resolves "all". Errors name the flag.
+Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& flags);
+
+}  // namespace spillway::cli

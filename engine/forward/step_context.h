@@ -1,0 +1,74 @@
+// What every mixer and FFN kind reads during one layer of one forward step: the batch, each
+// token's sequence, position and attention key count, the thread pool and the matmul
+// scratch. Owned by the ForwardPass; valid for the duration of ForwardPass::execute.
+//
+// Contract for a kind's run(): read the residual stream x ([n_tokens, n_embd]), apply its
+// RMSNorm as the row prologue of its first matmul, and write its output to out
+// ([n_tokens, n_embd]); the orchestrator adds out to x. Every row is computed independently
+// of the other rows of the batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/forward/batch.h"
+#include "engine/forward/profile.h"
+#include "kernels/kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace spillway::engine {
+
+struct StepContext {
+  const ForwardBatch& batch;
+  int32_t n_tokens = 0;
+  const int32_t* token_sequence = nullptr;  // [n_tokens] index into batch.sequences
+  const int64_t* token_position = nullptr;  // [n_tokens] position in its sequence
+  const int64_t* token_key_count = nullptr; // [n_tokens] keys an attention query of it sees
+  kernels::ThreadPool& pool;
+  void* matmul_scratch = nullptr;           // kernels::matmul_scratch_bytes of any matmul
+  ForwardProfile* profile = nullptr;        // null: not profiling
+
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t m, float* y) const {
+    kernels::matmul(w, x, m, y, matmul_scratch, pool);
+  }
+};
+
+// Row prologue: out row t = RMSNorm(x row t) * weight (kernels::matmul_multi's prologue).
+struct NormRows {
+  const float* x;
+  const float* weight;
+  float* out;
+  int32_t d;
+  float eps;
+
+  static void apply(void* ctx, int64_t t) {
+    const auto* n = static_cast<const NormRows*>(ctx);
+    kernels::rms_norm(n->x + t * n->d, n->weight, n->out + t * n->d, n->d, n->eps);
+  }
+};
+
+// Elementwise work below this many values runs on the calling thread: waking the pool costs
+// more than it saves.
+constexpr int64_t kSerialElements = 32 * 1024;
+
+// fn(begin, end) over [0, n) on the pool, or inline when n * elements_per_item is small.
+template <class Fn>
+void parallel_for(kernels::ThreadPool& pool, int64_t n, int64_t elements_per_item, Fn&& fn) {
+  if (n * elements_per_item < kSerialElements) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  pool.parallel_for(n, fn);
+}
+
+// A float buffer aligned to 64 bytes that only grows.
+class AlignedBuffer {
+ public:
+  void resize(size_t floats);
+  float* data = nullptr;
+
+ private:
+  std::vector<float> storage_;
+};
+
+}  // namespace spillway::engine

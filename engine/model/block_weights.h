@@ -1,0 +1,73 @@
+// The weights of one decoder layer, bound by its architecture file (model/arch/) to the
+// kinds its LayerSpec names. Views only: matrices point into the model file's mapping, or
+// into memory a WeightResidency owns; 1-D tensors into float copies the Model owns.
+//
+// for_each_matrix visits every 2-D weight of the block in one fixed order (the order is
+// the contract residency relies on to place and rebase matrices; norms and biases are not
+// visited: they are small, always resident, and never retiled).
+#pragma once
+
+#include <utility>
+#include <variant>
+
+#include "kernels/kernels.h"
+
+namespace spillway::engine {
+
+struct AttentionWeights {
+  kernels::WeightMatrix wq, wk, wv;  // [q_dim | kv_dim rows, n_embd cols]
+  const float* bq = nullptr;         // [q_dim]  (qkv bias only)
+  const float* bk = nullptr;         // [kv_dim]
+  const float* bv = nullptr;         // [kv_dim]
+  const float* q_norm = nullptr;     // [head_dim] (per-head QK norm only)
+  const float* k_norm = nullptr;     // [head_dim]
+  kernels::WeightMatrix wo;          // [n_embd rows, q_dim cols]
+
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    fn(wq), fn(wk), fn(wv), fn(wo);
+  }
+};
+
+struct DenseFfnWeights {
+  kernels::WeightMatrix w_gate, w_up;  // [n_ff rows, n_embd cols]
+  kernels::WeightMatrix w_down;        // [n_embd rows, n_ff cols]
+
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    fn(w_gate), fn(w_up), fn(w_down);
+  }
+};
+
+// One routed expert of a MoE FFN: a residency unit of its own ({layer, expert}), served by
+// LayerWeightSource::acquire_experts.
+struct ExpertWeights {
+  kernels::WeightMatrix gate, up;  // [n_ff_expert rows, n_embd cols]
+  kernels::WeightMatrix down;      // [n_embd rows, n_ff_expert cols]
+};
+
+// Each variant gains an alternative with its kind (DeltaNetWeights, MoeFfnWeights).
+using MixerWeights = std::variant<AttentionWeights>;
+using FfnWeights = std::variant<DenseFfnWeights>;
+
+struct BlockWeights {
+  const float* mixer_norm = nullptr;  // [n_embd] RMSNorm weight before the mixer
+  const float* ffn_norm = nullptr;    // [n_embd] RMSNorm weight before the FFN
+  MixerWeights mixer;
+  FfnWeights ffn;
+
+  // fn(kernels::WeightMatrix&) for every matrix: the mixer's, then the FFN's.
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    std::visit([&](auto& m) { m.for_each_matrix(fn); }, mixer);
+    std::visit([&](auto& f) { f.for_each_matrix(fn); }, ffn);
+  }
+  // fn(const kernels::WeightMatrix&).
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) const {
+    const_cast<BlockWeights*>(this)->for_each_matrix(
+        [&](kernels::WeightMatrix& m) { fn(static_cast<const kernels::WeightMatrix&>(m)); });
+  }
+};
+
+}  // namespace spillway::engine

@@ -1,0 +1,51 @@
+#include "engine/model/weight_binder.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace spillway::engine {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+Result<const TensorInfo*> WeightBinder::require(const std::string& name,
+                                                const std::vector<int64_t>& shape) const {
+  const TensorInfo* t = source_.find_tensor(name);
+  if (!t) return Error{fmt::format("{}: missing tensor '{}'", source_.path(), name)};
+  if (t->shape != shape) {
+    return Error{fmt::format("{}: tensor '{}' has shape {}, expected {}", source_.path(), name,
+                             shape_string(t->shape), shape_string(shape))};
+  }
+  return t;
+}
+
+Result<kernels::WeightMatrix> WeightBinder::matrix(const std::string& name, int64_t rows,
+                                                   int64_t cols) const {
+  auto t = require(name, {cols, rows});
+  if (!t) return t.error();
+  const TensorInfo& info = **t;
+  if (cols % kernels::block_elems(info.type) != 0) {
+    return Error{fmt::format("{}: tensor '{}' rows of {} are not a multiple of the {} block",
+                             source_.path(), name, cols, kernels::dtype_name(info.type))};
+  }
+  return kernels::WeightMatrix{info.type, info.data, rows, cols};
+}
+
+Result<const float*> WeightBinder::vector_f32(const std::string& name, int64_t n, bool required) {
+  const TensorInfo* t = source_.find_tensor(name);
+  if (!t) {
+    if (!required) return static_cast<const float*>(nullptr);
+    return Error{fmt::format("{}: missing tensor '{}'", source_.path(), name)};
+  }
+  if (t->n_elements() != n) {
+    return Error{fmt::format("{}: tensor '{}' has shape {}, expected [{}]", source_.path(), name,
+                             shape_string(t->shape), n)};
+  }
+  auto copy = std::make_unique<float[]>(n);
+  kernels::dequantize_row(t->type, t->data, copy.get(), n);
+  owned_.push_back(std::move(copy));
+  return owned_.back().get();
+}
+
+}  // namespace spillway::engine

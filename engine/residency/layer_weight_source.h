@@ -1,0 +1,55 @@
+// Where the forward pass gets each layer's weights during a step.
+//
+// Residency units are a layer ({layer}) and, for MoE layers, a routed expert
+// ({layer, expert}). The forward calls acquire_layer(l) before layer l and release_layer(l)
+// after it, in layer order, every step; a MoE FFN calls acquire_experts(l, ids) for the
+// experts the step's tokens route to, between the two. A source whose units are all in
+// memory returns them at once (no locks, no waiting); a streaming source
+// (residency/weight_residency.h) may block until the unit's bytes are loaded.
+//
+// Thread contract: called only from the thread that runs the forward (the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/result.h"
+#include "engine/model/model.h"
+
+namespace spillway::engine {
+
+class LayerWeightSource {
+ public:
+  virtual ~LayerWeightSource() = default;
+  // Valid until release_layer(layer). An Error when a streamed layer could not be read.
+  virtual Result<const BlockWeights*> acquire_layer(int32_t layer) = 0;
+  // The routed experts `experts` of MoE layer `layer` (acquired), one view per id in order,
+  // valid until release_layer(layer). The default: the layer has no routed experts.
+  virtual Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
+                                                                   std::span<const int32_t> experts) {
+    return Error{fmt::format("layer {} has no routed experts ({} requested)", layer, experts.size())};
+  }
+  virtual void release_layer(int32_t layer) = 0;
+  virtual const kernels::WeightMatrix& token_embedding() const = 0;
+  virtual const kernels::WeightMatrix& output() const = 0;
+};
+
+// The model's weights as mapped from its file: every layer always available.
+class MappedWeights final : public LayerWeightSource {
+ public:
+  explicit MappedWeights(const Model& model) : model_(model) {}
+  Result<const BlockWeights*> acquire_layer(int32_t layer) override {
+    return &model_.layers()[layer];
+  }
+  void release_layer(int32_t) override {}
+  const kernels::WeightMatrix& token_embedding() const override { return model_.token_embedding(); }
+  const kernels::WeightMatrix& output() const override { return model_.output(); }
+
+ private:
+  const Model& model_;
+};
+
+}  // namespace spillway::engine

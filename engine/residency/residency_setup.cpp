@@ -1,0 +1,126 @@
+#include "engine/residency/residency_setup.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "engine/platform/direct_reader.h"
+#include "engine/state/kv_cache.h"
+
+namespace spillway::engine {
+
+namespace {
+
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+
+constexpr int64_t kAllocatorSlackBytes = 64ll << 20;
+
+}  // namespace
+
+int64_t runtime_reserve_bytes(const ModelConfig& c, const ResidencyDemand& d) {
+  const int64_t t = d.max_batch_tokens;
+  const int64_t per_token = 2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff;
+  const int64_t logits = std::min<int64_t>(t, 64) * (c.n_vocab + c.n_embd);
+  const int64_t attention = static_cast<int64_t>(d.threads) * (d.context_tokens + 16);
+  // Activations quantized to int8 blocks for quantized matmuls: ~1 byte per element.
+  const int64_t matmul_scratch = t * std::max<int64_t>(c.n_ff, c.n_embd) * 2;
+  return (t * per_token + logits + attention) * 4 + matmul_scratch + kAllocatorSlackBytes;
+}
+
+Result<double> measure_disk_read_bandwidth(const std::string& path, uint64_t bytes) {
+  auto reader = DirectReader::open(path);
+  if (!reader) return reader.error();
+  constexpr uint64_t kChunk = 16ull << 20;
+  bytes = std::min(bytes, (*reader)->file_size());
+  if (bytes == 0) return 0.0;
+  AlignedBytes buffer = AlignedBytes::allocate(DirectReader::span_bytes(0, kChunk) + DirectReader::kAlignment);
+  // From the end of the file backwards: the weights there are the least likely to have
+  // just been read (the header and first layers were, at load).
+  const uint64_t size = (*reader)->file_size();
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t done = 0;
+  while (done < bytes) {
+    const uint64_t n = std::min(kChunk, bytes - done);
+    const uint64_t offset = size - done - n;
+    auto r = (*reader)->read(offset, n, buffer.data.get());
+    if (!r) return r.error();
+    done += n;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+}
+
+Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptions& options,
+                                        const ResidencyDemand& demand, const MemorySource& memory,
+                                        const WeightLoadProgress& progress) {
+  const ModelConfig& c = model.config();
+  ResidencySetup setup;
+  setup.memory_at_start = memory.read();
+
+  // Sizes as the residency will hold them: lay the units out without reading anything.
+  const WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
+                                              .keep_file_layout = options.keep_file_layout};
+  auto units = WeightResidency::measure(model, weight_options);
+  if (!units) return units.error();
+  ResidencySizes sizes;
+  sizes.non_layer_bytes = units->non_layer_bytes;
+  sizes.layer_bytes = units->layer_bytes;
+  sizes.kv_bytes_per_token =
+      KvCache::bytes_per_token(c, kernels::DType::F16);
+  sizes.context_tokens = demand.context_tokens;
+  sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
+
+  auto plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
+  if (!plan) return plan.error();
+  setup.plan = std::move(*plan);
+
+  setup.prefetch_depth = options.prefetch_depth;
+  auto weights = WeightResidency::create(model, setup.plan.resident, weight_options, progress);
+  if (!weights) return weights.error();
+  setup.weights = std::move(*weights);
+
+  if (setup.plan.streamed_layers > 0) {
+    const std::string& file = model.source().files().front();
+    auto bandwidth = measure_disk_read_bandwidth(
+        file, std::min<uint64_t>(256ull << 20, static_cast<uint64_t>(setup.plan.streamed_bytes_per_step)));
+    if (!bandwidth) return bandwidth.error();
+    setup.disk_bytes_per_second = *bandwidth;
+  }
+  return setup;
+}
+
+std::vector<std::string> ResidencySetup::describe(const Model& model) const {
+  std::vector<std::string> lines;
+  const MemoryReading& m = memory_at_start;
+  lines.push_back(fmt::format(
+      "memory: {} available of {} ({}), PSI some avg10 {:.2f}%", mib(m.available_bytes),
+      mib(m.limit_bytes), m.cgroup_limited ? "cgroup limit" : "no cgroup limit: MemAvailable",
+      m.pressure_some_avg10));
+  lines.push_back(fmt::format(
+      "residency budget {} ({}): non-layer weights {}, KV reserve {}, runtime reserve {}",
+      mib(plan.budget_bytes), plan.budget_is_auto ? "auto" : "--memory-budget",
+      mib(plan.non_layer_bytes), mib(plan.kv_reserve_bytes), mib(plan.runtime_reserve_bytes)));
+  std::string map;
+  for (bool r : plan.resident) map += r ? 'R' : 's';
+  lines.push_back(fmt::format("layers: {} resident ({}), {} streamed [{}]", plan.resident_layers,
+                              mib(plan.resident_layer_bytes), plan.streamed_layers, map));
+  if (plan.streamed_layers > 0) {
+    const double per_step = static_cast<double>(plan.streamed_bytes_per_step);
+    lines.push_back(fmt::format(
+        "streaming: {} per forward step through {} staging buffers ({}), {} I/O; disk read "
+        "bandwidth measured at start {:.0f} MB/s: at most {:.2f} forward steps/s (decode "
+        "tok/s for one sequence)",
+        mib(per_step), prefetch_depth + 1,
+        mib(static_cast<double>(plan.staging_bytes)),
+        weights && weights->direct_io() ? "O_DIRECT" : "buffered+DONTNEED",
+        disk_bytes_per_second / 1e6, disk_bytes_per_second / per_step));
+  } else {
+    lines.push_back(fmt::format("streaming: none, all {} layers of {} resident",
+                                model.config().n_layers, model.source().path()));
+  }
+  return lines;
+}
+
+}  // namespace spillway::engine

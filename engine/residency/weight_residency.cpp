@@ -1,0 +1,301 @@
+#include "engine/residency/weight_residency.h"
+
+#include <algorithm>
+#include <cassert>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace spillway::engine {
+
+namespace {
+
+constexpr uint64_t kA = DirectReader::kAlignment;
+uint64_t align_up(uint64_t x) { return (x + kA - 1) / kA * kA; }
+
+// Groups tensors into the file ranges of one unit (ranges closer than `gap` merged) and
+// returns, per tensor in input order, where its first byte lands in the unit's buffer.
+std::vector<uint64_t> build_unit(const std::vector<const TensorInfo*>& tensors, uint64_t gap,
+                                 StreamUnit& unit) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const TensorInfo& x = *tensors[a];
+    const TensorInfo& y = *tensors[b];
+    return x.file_index != y.file_index ? x.file_index < y.file_index : x.file_offset < y.file_offset;
+  });
+  std::vector<size_t> range_of(tensors.size());
+  for (size_t i : order) {
+    const TensorInfo& t = *tensors[i];
+    if (!unit.ranges.empty()) {
+      UnitRange& r = unit.ranges.back();
+      if (r.file_index == t.file_index && t.file_offset <= r.file_offset + r.bytes + gap) {
+        r.bytes = std::max(r.file_offset + r.bytes, t.file_offset + t.n_bytes) - r.file_offset;
+        range_of[i] = unit.ranges.size() - 1;
+        continue;
+      }
+    }
+    unit.ranges.push_back({t.file_index, t.file_offset, t.n_bytes, 0});
+    range_of[i] = unit.ranges.size() - 1;
+  }
+  uint64_t cursor = 0;
+  for (UnitRange& r : unit.ranges) {
+    r.buffer_offset = cursor;
+    cursor += align_up(DirectReader::span_bytes(r.file_offset, r.bytes));
+  }
+  unit.buffer_bytes = cursor;
+  std::vector<uint64_t> offsets(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const UnitRange& r = unit.ranges[range_of[i]];
+    offsets[i] = r.buffer_offset + r.file_offset % kA + (tensors[i]->file_offset - r.file_offset);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)
+    : model_(model), options_(options) {}
+
+WeightResidency::~WeightResidency() = default;
+
+Status WeightResidency::build_layout() {
+  const Model& model = model_;
+  std::unordered_map<const void*, const TensorInfo*> by_data;
+  for (const TensorInfo& t : model.source().tensors()) by_data[t.data] = &t;
+  auto tensor_of = [&](const kernels::WeightMatrix& m) -> Result<const TensorInfo*> {
+    auto it = by_data.find(m.data);
+    if (it == by_data.end()) {
+      return Error{fmt::format("{}: a weight matrix does not point at a tensor of the file",
+                               model.source().path())};
+    }
+    return it->second;
+  };
+
+  // The non-layer set: token embeddings and (unless tied) the output matrix.
+  std::vector<const TensorInfo*> tensors;
+  auto embd = tensor_of(model.token_embedding());
+  if (!embd) return embd.error();
+  tensors.push_back(*embd);
+  const bool tied = model.output().data == model.token_embedding().data;
+  if (!tied) {
+    auto out = tensor_of(model.output());
+    if (!out) return out.error();
+    tensors.push_back(*out);
+  }
+  non_layer_offsets_ = build_unit(tensors, options_.coalesce_gap_bytes, non_layer_);
+  if (tied) non_layer_offsets_.push_back(non_layer_offsets_[0]);
+
+  const auto n_layers = static_cast<int32_t>(model.layers().size());
+  layers_.resize(n_layers);
+  for (int32_t l = 0; l < n_layers; ++l) {
+    Layer& layer = layers_[l];
+    layer.weights = model.layers()[l];
+    layer.unit.id = l;
+    tensors.clear();
+    Status bound;
+    model.layers()[l].for_each_matrix([&](const kernels::WeightMatrix& m) {
+      auto t = tensor_of(m);
+      if (!t) {
+        if (bound.ok()) bound = t.error();
+        return;
+      }
+      tensors.push_back(*t);
+    });
+    SPILLWAY_TRY(bound);
+    layer.matrix_offsets = build_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
+    layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) {
+      if (!options_.keep_file_layout && kernels::has_tiled_layout(m.type, m.cols)) {
+        m.layout = kernels::WeightLayout::Tiled;
+        retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
+      }
+    });
+    max_layer_buffer_ = std::max(max_layer_buffer_, layer.unit.buffer_bytes);
+  }
+  return {};
+}
+
+Result<WeightResidency::UnitSizes> WeightResidency::measure(const Model& model,
+                                                            const WeightResidencyOptions& options) {
+  WeightResidency w(model, options);
+  SPILLWAY_TRY(w.build_layout());
+  UnitSizes sizes;
+  sizes.non_layer_bytes = static_cast<int64_t>(w.non_layer_.buffer_bytes);
+  for (const Layer& l : w.layers_) sizes.layer_bytes.push_back(static_cast<int64_t>(l.unit.buffer_bytes));
+  return sizes;
+}
+
+Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
+    const Model& model, const std::vector<bool>& resident, const WeightResidencyOptions& options,
+    const WeightLoadProgress& progress) {
+  const auto n_layers = static_cast<int32_t>(model.layers().size());
+  if (static_cast<int32_t>(resident.size()) != n_layers) {
+    return Error{fmt::format("residency: {} flags for {} layers", resident.size(), n_layers)};
+  }
+  if (options.prefetch_depth < 1) return Error{"residency: the prefetch depth must be at least 1"};
+  std::unique_ptr<WeightResidency> w(new WeightResidency(model, options));
+  SPILLWAY_TRY(w->build_layout());
+
+  int64_t total_bytes = static_cast<int64_t>(w->non_layer_.buffer_bytes), done_bytes = 0;
+  for (int32_t l = 0; l < n_layers; ++l) {
+    if (resident[l]) total_bytes += static_cast<int64_t>(w->layers_[l].unit.buffer_bytes);
+  }
+  if (progress) progress(0, total_bytes);
+
+  for (const std::string& path : model.source().files()) {
+    auto reader = DirectReader::open(path, options.direct_io);
+    if (!reader) return reader.error();
+    w->files_.push_back(std::move(*reader));
+  }
+  std::vector<const DirectReader*> files;
+  for (const auto& f : w->files_) files.push_back(f.get());
+
+  w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
+  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get()));
+  w->token_embd_ = model.token_embedding();
+  w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
+  w->output_ = model.output();
+  uint8_t* output_bytes = w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
+  w->output_.data = output_bytes;
+  // The embeddings are looked up by row: a tied output matrix stays row-major.
+  const bool tied = model.output().data == model.token_embedding().data;
+  if (!tied && !options.keep_file_layout && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
+    std::vector<uint8_t> scratch(kernels::retile_scratch_bytes(w->output_.type, w->output_.cols));
+    kernels::retile_in_place(w->output_.type, output_bytes, w->output_.rows, w->output_.cols, scratch.data());
+    w->output_.layout = kernels::WeightLayout::Tiled;
+  }
+  w->retile_scratch_.resize(w->retile_scratch_bytes_);
+  w->io_retile_scratch_.resize(w->retile_scratch_bytes_);
+  done_bytes += static_cast<int64_t>(w->non_layer_.buffer_bytes);
+  if (progress) progress(done_bytes, total_bytes);
+
+  for (int32_t l = 0; l < n_layers; ++l) {
+    if (resident[l]) {
+      SPILLWAY_TRY(w->load_layer(l));
+      done_bytes += static_cast<int64_t>(w->layers_[l].unit.buffer_bytes);
+      if (progress) progress(done_bytes, total_bytes);
+    } else {
+      w->unload_layer(l);
+    }
+  }
+  w->reschedule();
+  return w;
+}
+
+void WeightResidency::rebase(Layer& layer, const uint8_t* buffer) const {
+  size_t i = 0;
+  layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) { m.data = buffer + layer.matrix_offsets[i++]; });
+}
+
+void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const {
+  // Reads only the matrices' shapes and layouts, never `data` (which the engine thread
+  // rebases), so the I/O thread may run it while the engine works.
+  size_t i = 0;
+  layer.weights.for_each_matrix([&](const kernels::WeightMatrix& w) {
+    const uint64_t offset = layer.matrix_offsets[i++];
+    if (w.layout != kernels::WeightLayout::Tiled) return;
+    kernels::retile_in_place(w.type, buffer + offset, w.rows, w.cols, scratch.data());
+  });
+}
+
+void WeightResidency::reschedule() {
+  std::vector<const StreamUnit*> order;
+  for (const Layer& layer : layers_) {
+    if (!layer.memory.data) order.push_back(&layer.unit);
+  }
+  if (order.empty() && !streamer_) return;
+  if (!streamer_) {
+    std::vector<const DirectReader*> files;
+    for (const auto& f : files_) files.push_back(f.get());
+    // Units are layers, their id the layer index; runs on the I/O thread.
+    auto retile_streamed = [this](const StreamUnit& unit, uint8_t* buffer) {
+      retile_layer(layers_[unit.id], buffer, io_retile_scratch_);
+    };
+    streamer_ = std::make_unique<WeightStreamer>(std::move(files), options_.prefetch_depth + 1,
+                                                 max_layer_buffer_, retile_streamed);
+  }
+  streamer_->set_schedule(std::move(order));
+}
+
+Status WeightResidency::load_layer(int32_t layer_index) {
+  Layer& layer = layers_[layer_index];
+  AlignedBytes memory = AlignedBytes::allocate(layer.unit.buffer_bytes);
+  std::vector<const DirectReader*> files;
+  for (const auto& f : files_) files.push_back(f.get());
+  SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get()));
+  retile_layer(layer, memory.data.get(), retile_scratch_);
+  layer.memory = std::move(memory);
+  rebase(layer, layer.memory.data.get());
+  return {};
+}
+
+void WeightResidency::unload_layer(int32_t layer_index) {
+  Layer& layer = layers_[layer_index];
+  layer.memory = AlignedBytes{};
+  // Until acquire_layer points them at a staging slot, a streamed layer's matrices point
+  // nowhere: a use without acquire faults instead of silently reading the file mapping.
+  layer.weights.for_each_matrix([](kernels::WeightMatrix& m) { m.data = nullptr; });
+}
+
+Status WeightResidency::make_resident(int32_t layer_index) {
+  if (is_resident(layer_index)) return {};
+  SPILLWAY_TRY(load_layer(layer_index));
+  reschedule();
+  return {};
+}
+
+void WeightResidency::make_streamed(int32_t layer_index) {
+  if (!is_resident(layer_index)) return;
+  unload_layer(layer_index);
+  reschedule();
+}
+
+Result<const BlockWeights*> WeightResidency::acquire_layer(int32_t layer_index) {
+  Layer& layer = layers_[layer_index];
+  if (layer.memory.data) return &layer.weights;
+  auto buffer = streamer_->acquire(layer_index);
+  if (!buffer) return buffer.error();
+  rebase(layer, *buffer);
+  return &layer.weights;
+}
+
+void WeightResidency::release_layer(int32_t layer_index) {
+  if (!layers_[layer_index].memory.data) streamer_->release(layer_index);
+}
+
+int32_t WeightResidency::resident_layers() const {
+  int32_t n = 0;
+  for (const Layer& l : layers_) n += l.memory.data != nullptr;
+  return n;
+}
+
+int64_t WeightResidency::resident_weight_bytes() const {
+  int64_t bytes = static_cast<int64_t>(non_layer_.buffer_bytes);
+  for (const Layer& l : layers_) {
+    if (l.memory.data) bytes += static_cast<int64_t>(l.unit.buffer_bytes);
+  }
+  return bytes;
+}
+
+int64_t WeightResidency::staging_bytes() const {
+  return streamer_ ? static_cast<int64_t>(streamer_->slots()) * static_cast<int64_t>(streamer_->slot_bytes()) : 0;
+}
+
+int64_t WeightResidency::streamed_bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Layer& l : layers_) {
+    if (l.memory.data) continue;
+    for (const UnitRange& r : l.unit.ranges) bytes += static_cast<int64_t>(r.bytes);
+  }
+  return bytes;
+}
+
+StreamerStats WeightResidency::streamer_stats() const {
+  return streamer_ ? streamer_->stats() : StreamerStats{};
+}
+
+bool WeightResidency::direct_io() const {
+  return !files_.empty() && files_.front()->direct();
+}
+
+}  // namespace spillway::engine

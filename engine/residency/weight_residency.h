@@ -1,0 +1,123 @@
+// The weights the forward reads when a memory budget applies: every residency unit is
+// either resident (copied once into anonymous memory) or streamed (read from disk into a
+// staging buffer each step by the WeightStreamer, ahead of use).
+//
+// Units: the non-layer set (token embeddings, output matrix; always resident) and each
+// decoder layer's matrices. A layer's 1-D tensors (norms, biases) are small float copies
+// the Model already owns and are never streamed.
+//
+// Layout comes from the Model's bindings: every WeightMatrix of a freshly loaded Model
+// points at its tensor's bytes in the file mapping, which gives the file and offset to read.
+// The mapping itself is never read for these matrices, so the page cache does not fill
+// with weights (reads go through DirectReader).
+//
+// Matrices with a tiled layout (F32/F16/BF16, Q8_0, Q4_0; kernels::has_tiled_layout) are
+// rearranged in place into it (kernels::WeightLayout::Tiled, unless keep_file_layout) once
+// their bytes are in memory: resident layers when they are loaded, streamed layers by the
+// streamer's I/O thread after each read, the output matrix (unless tied to the embeddings)
+// at creation. The kernels give bit-identical results on both
+// layouts, so this changes speed only.
+//
+// Thread contract: everything here runs on the engine thread (except the retiling of streamed
+// units, on the I/O thread with its own scratch); residency changes (make_resident /
+// make_streamed) happen between forward steps. Outputs never depend on which layers are
+// resident: the same bytes are read either way.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/platform/direct_reader.h"
+#include "engine/residency/layer_weight_source.h"
+#include "engine/model/model.h"
+#include "engine/residency/weight_streamer.h"
+
+namespace spillway::engine {
+
+// Reading resident weights at creation: called on the creating thread with the bytes read
+// so far and the total (the non-layer set plus the resident layers), first with 0.
+using WeightLoadProgress = std::function<void(int64_t done_bytes, int64_t total_bytes)>;
+
+struct WeightResidencyOptions {
+  int32_t prefetch_depth = 2;             // streamed layers read ahead (staging slots - 1)
+  bool direct_io = true;                  // O_DIRECT where the filesystem allows it
+  uint64_t coalesce_gap_bytes = 1 << 20;  // merge a layer's file ranges closer than this
+  bool keep_file_layout = false;          // no retiling: the kernels read the file's layout
+};
+
+class WeightResidency final : public LayerWeightSource {
+ public:
+  // resident: one flag per layer. Reads the non-layer set and the resident layers now.
+  static Result<std::unique_ptr<WeightResidency>> create(const Model& model,
+                                                         const std::vector<bool>& resident,
+                                                         const WeightResidencyOptions& options,
+                                                         const WeightLoadProgress& progress = {});
+  ~WeightResidency() override;
+
+  // Bytes each unit takes in memory, without reading or allocating anything.
+  struct UnitSizes {
+    int64_t non_layer_bytes = 0;
+    std::vector<int64_t> layer_bytes;
+  };
+  static Result<UnitSizes> measure(const Model& model, const WeightResidencyOptions& options);
+
+  Result<const BlockWeights*> acquire_layer(int32_t layer) override;
+  void release_layer(int32_t layer) override;
+  const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
+  const kernels::WeightMatrix& output() const override { return output_; }
+
+  // Between steps. make_resident reads the layer into memory (an Error leaves it streamed);
+  // make_streamed frees its memory.
+  Status make_resident(int32_t layer);
+  void make_streamed(int32_t layer);
+
+  int32_t n_layers() const { return static_cast<int32_t>(layers_.size()); }
+  bool is_resident(int32_t layer) const { return layers_[layer].memory.data != nullptr; }
+  int32_t resident_layers() const;
+  int64_t layer_bytes(int32_t layer) const { return static_cast<int64_t>(layers_[layer].unit.buffer_bytes); }
+  int64_t non_layer_bytes() const { return static_cast<int64_t>(non_layer_.buffer_bytes); }
+  int64_t resident_weight_bytes() const;   // non-layer set + resident layers
+  int64_t staging_bytes() const;           // 0 until something is streamed
+  int64_t streamed_bytes_per_step() const; // file bytes the streamed layers read per step
+  StreamerStats streamer_stats() const;
+  bool direct_io() const;
+
+ private:
+  struct Layer {
+    StreamUnit unit;
+    // Where each matrix's first byte sits in the unit's buffer, in
+    // BlockWeights::for_each_matrix order.
+    std::vector<uint64_t> matrix_offsets;
+    AlignedBytes memory;       // resident copy, or empty
+    BlockWeights weights;      // the model's layer, matrices rebased to memory or a slot
+  };
+
+  WeightResidency(const Model& model, const WeightResidencyOptions& options);
+  // Lays out the units (which file ranges, where each matrix lands); no I/O.
+  Status build_layout();
+  void rebase(Layer& layer, const uint8_t* buffer) const;
+  // Rearranges a layer unit's tileable matrices in `buffer` into tiles, in place.
+  void retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const;
+  Status load_layer(int32_t layer);  // read into memory (no rescheduling)
+  void unload_layer(int32_t layer);  // free its memory (no rescheduling)
+  void reschedule();  // streamed layers in forward order -> the streamer
+
+  const Model& model_;
+  WeightResidencyOptions options_;
+  std::vector<std::unique_ptr<DirectReader>> files_;
+  std::vector<Layer> layers_;
+  StreamUnit non_layer_;
+  std::vector<uint64_t> non_layer_offsets_;  // token_embd's, then output's (== when tied)
+  AlignedBytes non_layer_memory_;
+  kernels::WeightMatrix token_embd_, output_;
+  uint64_t max_layer_buffer_ = 0;
+  size_t retile_scratch_bytes_ = 0;
+  std::vector<uint8_t> retile_scratch_;     // engine thread
+  std::vector<uint8_t> io_retile_scratch_;  // the streamer's I/O thread
+  std::unique_ptr<WeightStreamer> streamer_;  // created when the first layer is streamed
+};
+
+}  // namespace spillway::engine

@@ -1,0 +1,31 @@
+#include "runtime/engine_bootstrap.h"
+
+#include <algorithm>
+
+namespace spillway::runtime {
+
+int default_thread_count() { return kernels::physical_core_count(); }
+
+Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const EngineBootstrapOptions& options,
+                                         const engine::MemorySource& memory) {
+  EngineBootstrap b;
+  b.threads = options.threads > 0 ? options.threads : default_thread_count();
+  if (options.residency) {
+    auto setup = engine::set_up_residency(
+        model, *options.residency,
+        engine::ResidencyDemand{.context_tokens = std::max<int32_t>(options.context_tokens, 1),
+                                .max_batch_tokens = options.max_batch_tokens,
+                                .threads = b.threads},
+        memory, options.progress);
+    if (!setup) return setup.error();
+    b.residency = std::make_unique<engine::ResidencySetup>(std::move(*setup));
+    engine::PressurePolicy policy;
+    policy.max_resident_bytes = b.residency->plan.non_layer_bytes + b.residency->plan.resident_layer_bytes;
+    b.controller = std::make_unique<engine::ResidencyController>(*b.residency->weights, memory, policy,
+                                                                 options.residency->prefetch_depth);
+  }
+  b.pool = std::make_unique<kernels::ThreadPool>(b.threads);
+  return b;
+}
+
+}  // namespace spillway::runtime

@@ -1,0 +1,85 @@
+// The engine thread: owns the scheduler and the model runner, and turns submitted
+// generation requests into streams of updates. This is the whole surface server/ sees.
+//
+// Thread contract:
+// - submit(), cancel(), snapshot() may be called from any thread (Asio threads).
+// - UpdateSink callbacks and MetricsObserver calls run on the engine thread. They must
+//   return quickly, must not block on the engine, must not call submit()/cancel()
+//   re-entrantly (posting work elsewhere is the expected use), and must not throw.
+// - No exception crosses the engine thread: a runner failure finishes the affected
+//   requests with RequestUpdate::error set.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "scheduler/config.h"
+#include "scheduler/request.h"
+
+namespace spillway::scheduler {
+class ModelRunner;  // scheduler/runner.h
+}  // namespace spillway::scheduler
+
+namespace spillway::runtime {
+
+using scheduler::GenerationParams;
+using scheduler::MetricsObserver;
+using scheduler::ModelRunner;
+using scheduler::RequestId;
+using scheduler::SchedulerConfig;
+using scheduler::SubmitRejection;
+using scheduler::UpdateSink;
+
+// A consistent copy of the scheduler's state, for /metrics and /health.
+struct EngineSnapshot {
+  int32_t running = 0;             // requests with a sequence in the running set
+  int32_t waiting = 0;             // submitted, not yet running (includes preempted)
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;      // referenced by a live sequence
+  int32_t kv_blocks_cached = 0;    // unreferenced, kept by the prefix cache (evictable)
+  int32_t block_size = 0;
+  int64_t preemptions_total = 0;
+  int64_t prefix_queried_tokens_total = 0;
+  int64_t prefix_hit_tokens_total = 0;
+  int32_t live_step_plans = 0;     // distinct padded batch shapes the runner keeps
+};
+
+class EngineLoop {
+ public:
+  // tokenizer: for detokenization, end-of-generation ids and stop strings. observer may be
+  // null; both must outlive the loop.
+  EngineLoop(std::unique_ptr<ModelRunner> runner, const engine::Tokenizer& tokenizer,
+             SchedulerConfig config, MetricsObserver* observer = nullptr);
+  ~EngineLoop();  // stop() then join
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Starts the engine thread.
+  void start();
+  // Refuses new requests, cancels the queued and running ones (FinishReason::Cancelled),
+  // and joins the engine thread. Idempotent.
+  void stop();
+
+  // Queues a request. On success, sink receives its updates (the first one possibly before
+  // submit() returns, on the engine thread).
+  std::variant<RequestId, SubmitRejection> submit(GenerationParams params, UpdateSink sink);
+  // The request finishes with FinishReason::Cancelled at the next step boundary and its
+  // KV blocks are released (kept in the prefix cache where full). Unknown ids are ignored.
+  void cancel(RequestId id);
+
+  EngineSnapshot snapshot() const;
+  const SchedulerConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spillway::runtime

@@ -1,0 +1,113 @@
+#include "runtime/engine_runner.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/forward/forward.h"
+#include "engine/state/kv_cache.h"
+#include "scheduler/step_plans.h"
+
+namespace spillway::runtime {
+
+using namespace scheduler;  // NOLINT: this layer binds the scheduler's types
+
+int32_t resolve_kv_blocks(const SchedulerConfig& config) {
+  if (config.n_kv_blocks > 0) return config.n_kv_blocks;
+  const int32_t per_sequence = (config.max_context + config.block_size - 1) / config.block_size;
+  return per_sequence * std::clamp(config.max_running, 1, 4);
+}
+
+namespace {
+
+class EngineRunner final : public ModelRunner {
+ public:
+  EngineRunner(const engine::Model& model, kernels::ThreadPool& pool, const SchedulerConfig& config,
+               EngineRunnerOptions options)
+      : cfg_(model.config()),
+        between_steps_(std::move(options.between_steps)),
+        max_context_(config.max_context),
+        kv_(cfg_, config.block_size,
+            resolve_kv_blocks(config)),
+        forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
+        plans_(config.max_batch_tokens),
+        row_logits_(cfg_.n_vocab) {}
+
+  Status execute(const StepBatch& batch, StepResult& result) override {
+    SPILLWAY_TRY(check(batch));
+    result.tokens.resize(batch.rows.size());
+    if (batch.empty()) return Status::Ok();
+    plans_.record(batch.n_tokens());
+    auto forwarded = forward_.execute(batch.forward);
+    if (!forwarded) return forwarded.error();
+    const std::span<const float> logits = *forwarded;
+    const size_t n_rows = batch.rows.size();
+    for (size_t r = 0; r < n_rows; ++r) {
+      const RowSampling& row = batch.rows[r];
+      std::copy_n(logits.data() + r * cfg_.n_vocab, cfg_.n_vocab, row_logits_.data());
+      result.tokens[r] = row.sampler->sample(row_logits_.data(), cfg_.n_vocab, row.history,
+                                             static_cast<size_t>(row.n_prompt), row.banned);
+    }
+    return Status::Ok();
+  }
+
+  int32_t n_vocab() const override { return cfg_.n_vocab; }
+  int32_t block_size() const override { return kv_.block_size(); }
+  int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
+  int32_t live_step_plans() const override { return plans_.live(); }
+  void between_steps() override {
+    if (between_steps_) between_steps_();
+  }
+
+ private:
+  // The forward asserts its preconditions; a runner reports them as errors instead.
+  Status check(const StepBatch& batch) const {
+    const engine::ForwardBatch& fb = batch.forward;
+    const auto n_tokens = static_cast<int64_t>(fb.tokens.size());
+    if (batch.rows.size() != fb.logit_rows.size()) {
+      return Error{fmt::format("step batch has {} sampling rows for {} logit rows",
+                               batch.rows.size(), fb.logit_rows.size())};
+    }
+    for (int32_t id : fb.tokens) {
+      if (id < 0 || id >= cfg_.n_vocab) return Error{fmt::format("token id {} is out of range", id)};
+    }
+    for (const engine::BatchSequence& s : fb.sequences) {
+      const int64_t end = s.start_position + s.n_tokens;
+      if (s.first_token < 0 || s.n_tokens < 1 || s.first_token + s.n_tokens > n_tokens ||
+          s.start_position < 0 || end > max_context_ ||
+          static_cast<int64_t>(s.block_table.size()) * kv_.block_size() < end) {
+        return Error{fmt::format("malformed batch sequence (tokens {}+{}, position {}, {} blocks)",
+                                 s.first_token, s.n_tokens, s.start_position, s.block_table.size())};
+      }
+      for (int32_t b : s.block_table) {
+        if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
+      }
+    }
+    for (size_t r = 0; r < fb.logit_rows.size(); ++r) {
+      if (fb.logit_rows[r] < 0 || fb.logit_rows[r] >= n_tokens || batch.rows[r].sampler == nullptr) {
+        return Error{fmt::format("malformed logit row {}", r)};
+      }
+    }
+    return Status::Ok();
+  }
+
+  const engine::ModelConfig& cfg_;
+  std::function<void()> between_steps_;
+  int64_t max_context_;
+  engine::KvCache kv_;
+  engine::ForwardPass forward_;
+  StepPlans plans_;
+  std::vector<float> row_logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,
+                                                kernels::ThreadPool& pool,
+                                                const SchedulerConfig& config,
+                                                EngineRunnerOptions options) {
+  return std::make_unique<EngineRunner>(model, pool, config, std::move(options));
+}
+
+}  // namespace spillway::runtime

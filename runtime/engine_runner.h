@@ -1,0 +1,44 @@
+// The real ModelRunner: engine::ForwardPass over an engine::KvCache, then sampling of each
+// logit row with its sequence's Sampler.
+//
+// KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
+// leaves n_kv_blocks at 0).
+// Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
+// max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
+// not pad: every row is computed independently, so padding rows would only cost time; the
+// ForwardPass workspaces are allocated once, at construction, for the largest bucket
+// (max_batch_tokens) and max_context, so they serve every bucket and a step allocates
+// nothing (the logits of more than 64 rows grow once, amortized).
+//
+// Thread contract: engine thread only; kernels fan out on the ThreadPool.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "engine/residency/layer_weight_source.h"
+#include "engine/model/model.h"
+#include "kernels/thread_pool.h"
+#include "runtime/engine_loop.h"
+#include "scheduler/runner.h"
+
+namespace spillway::runtime {
+
+// KV blocks to create for config: config.n_kv_blocks when positive, else enough for
+// max_context tokens of min(max_running, 4) sequences.
+int32_t resolve_kv_blocks(const SchedulerConfig& config);
+
+struct EngineRunnerOptions {
+  // Where the forward reads weights: null for the model's file mapping, else a
+  // WeightResidency (streaming under a memory budget); must outlive the runner.
+  engine::LayerWeightSource* weights = nullptr;
+  // Run by ModelRunner::between_steps (e.g. ResidencyController::on_step).
+  std::function<void()> between_steps;
+};
+
+std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,
+                                                kernels::ThreadPool& pool,
+                                                const SchedulerConfig& config,
+                                                EngineRunnerOptions options = {});
+
+}  // namespace spillway::runtime

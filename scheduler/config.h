@@ -1,0 +1,35 @@
+// How the scheduler is sized, and what it reports per step (the runtime forwards the
+// reports to the server's metrics).
+#pragma once
+
+#include <cstdint>
+
+namespace spillway::scheduler {
+
+struct SchedulerConfig {
+  int32_t max_batch_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
+  int32_t max_running = 64;        // sequences in the running set
+  int32_t max_waiting = 256;       // queued requests before submit() refuses (server: 429)
+  int32_t max_context = 2048;      // per sequence, prompt + generated
+  int32_t block_size = 16;         // KV block size in tokens
+  int32_t n_kv_blocks = 0;         // KV capacity in blocks (shared by all sequences)
+  bool prefix_cache = true;
+};
+
+// One engine step, for metrics.
+struct StepStats {
+  int32_t batch_tokens = 0;      // tokens forwarded
+  int32_t batch_sequences = 0;   // sequences in the step
+  int32_t preemptions = 0;       // sequences preempted while building this step
+  double seconds = 0.0;          // wall time of the forward + sampling
+};
+
+class MetricsObserver {
+ public:
+  virtual ~MetricsObserver() = default;
+  virtual void on_step(const StepStats& stats) = 0;
+  // A request's prompt was matched against the prefix cache.
+  virtual void on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) = 0;
+};
+
+}  // namespace spillway::scheduler

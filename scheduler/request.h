@@ -1,0 +1,79 @@
+// What a client asks the engine for and what it gets back, already tokenized: the types
+// the scheduler, the runtime and the server share (server/ renders chat templates and
+// turns SubmitRejection into HTTP statuses).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/sampling.h"
+
+namespace spillway::scheduler {
+
+using RequestId = uint64_t;
+
+// What the server asks for, already tokenized (server/ renders chat templates).
+struct GenerationParams {
+  std::vector<int32_t> prompt;          // non-empty; ids < n_vocab
+  engine::SamplingParams sampling;      // includes seed, logprobs, top_logprobs
+  int32_t max_tokens = -1;              // -1: until the context is full
+  int32_t min_tokens = 0;               // end-of-generation ids and stop ids banned before this
+  bool ignore_eos = false;              // end-of-generation ids do not stop the stream
+  std::vector<std::string> stop;        // stop strings, matched across token boundaries;
+                                        // the matched text is not included in the output
+  std::vector<int32_t> stop_token_ids;  // extra ids that stop the stream (not in output text)
+  int32_t n = 1;                        // choices; they share the prompt's KV blocks
+  bool skip_special_tokens = true;      // detokenization of control tokens
+};
+
+enum class FinishReason {
+  Stop,       // end-of-generation id, stop string or stop id
+  Length,     // max_tokens, or the context is full
+  Cancelled,  // cancel() or shutdown
+  Error,      // the runner failed; RequestUpdate::error says why
+};
+
+struct GeneratedToken {
+  int32_t id = -1;
+  float logprob = 0.0f;                               // when sampling.logprobs
+  std::vector<engine::TokenLogprob> top_logprobs;     // sampling.top_logprobs alternatives
+};
+
+struct ChoiceUpdate {
+  int32_t index = 0;                   // 0 .. n-1
+  std::string text;                    // text completed since the previous update: whole
+                                       // UTF-8 sequences only, text that may still become a
+                                       // stop string held back until it cannot
+  std::vector<GeneratedToken> tokens;  // the tokens generated since the previous update
+  std::optional<FinishReason> finish;  // set in this choice's last update
+};
+
+struct RequestUpdate {
+  RequestId id = 0;
+  std::vector<ChoiceUpdate> choices;   // only choices with something new
+  bool finished = false;               // every choice finished: the last update of the request
+  int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;    // prompt tokens served from the prefix cache
+  int32_t completion_tokens = 0;       // over all choices, so far
+  double queue_seconds = 0.0;          // from submit() to the first step that computed it
+  std::optional<std::string> error;    // with FinishReason::Error
+};
+
+// Called once per update, on the engine thread, in order; the last call has finished set.
+using UpdateSink = std::function<void(RequestUpdate&&)>;
+
+enum class SubmitError {
+  QueueFull,     // max_waiting reached (HTTP 429)
+  ShuttingDown,  // stop() was called (HTTP 503)
+  Invalid,       // params do not fit this engine, e.g. prompt + min_tokens > max_context (400)
+};
+
+struct SubmitRejection {
+  SubmitError kind;
+  std::string message;  // user-facing
+};
+
+}  // namespace spillway::scheduler

@@ -1,0 +1,151 @@
+// `spillway serve`: the lifecycle of API.md. Listen at once (/live answers), load and warm
+// the model on a loader thread (/health 503 until then), serve, and on SIGTERM / SIGINT
+// drain: /health 503, new requests 503 + Retry-After, in-flight requests and streams
+// finish up to --drain-timeout (a second signal cuts it short), /metrics keeps serving;
+// then exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "server/http_server.h"
+#include "server/logging.h"
+#include "server/metrics.h"
+#include "server/model_service.h"
+#include "server/router.h"
+#include "server/serve_options.h"
+#include "server/server_context.h"
+
+namespace spillway::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits up to `timeout` for SIGTERM / SIGINT (blocked in every thread); true when one came.
+bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds timeout, int* which) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  ts.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
+  const int sig = sigtimedwait(&signals, nullptr, &ts);
+  if (sig > 0 && which) *which = sig;
+  return sig > 0;
+}
+
+int64_t file_time_or_now(const std::string& path) {
+  std::error_code ec;
+  auto t = std::filesystem::last_write_time(path, ec);
+  if (!ec) {
+    auto sys = std::chrono::time_point_cast<std::chrono::seconds>(
+        t - std::filesystem::file_time_type::clock::now() + std::chrono::system_clock::now());
+    return sys.time_since_epoch().count();
+  }
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& options) {
+  init_logging(options.log_format);
+
+  // Signals are taken synchronously by this thread; every thread started below inherits
+  // the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string model_path = options.model.empty() ? options.demo_model : options.model;
+  std::string model_id = options.model_id;
+  if (model_id.empty()) model_id = options.model.empty() ? "spillway-demo" : model_id_from_path(options.model);
+
+  ServerMetrics metrics(model_id);
+  ModelService service(options, model_path, metrics);
+  ServerContext ctx{options, model_id, file_time_or_now(model_path), metrics, service};
+  Router router(ctx);
+
+  HttpServerConfig http;
+  http.host = options.host;
+  http.port = static_cast<uint16_t>(options.port);
+  http.max_body_bytes = options.max_body_bytes;
+  http.max_connections = options.max_connections;
+  http.threads = options.http_threads;
+  HttpServer server(
+      http, [&router](std::shared_ptr<HttpExchange> ex) { router.handle(ex); },
+      [&router](const api::ApiError& e, const std::string& path) {
+        return router.transport_error(e, path);
+      });
+  Result<uint16_t> port = server.listen();
+  if (!port) {
+    log_error("cannot start", {{"error", port.error().message}});
+    return 1;
+  }
+  server.start();
+  log_info("listening", {{"host", options.host}, {"port", *port},
+                         {"url", fmt::format("http://{}:{}", options.host, *port)},
+                         {"model", model_path}, {"model_id", model_id},
+                         {"api_key", options.api_key.empty() ? "off" : "on"}});
+
+  std::atomic<bool> load_failed{false};
+  std::thread loader([&] {
+    Status st = service.load();
+    if (!st) {
+      if (ctx.lifecycle.load() != Lifecycle::Draining) {
+        log_error("loading the model failed", {{"error", st.error().message}});
+        ctx.lifecycle = Lifecycle::Failed;
+        load_failed = true;
+      }
+      return;
+    }
+    Lifecycle expected = Lifecycle::Loading;
+    if (ctx.lifecycle.compare_exchange_strong(expected, Lifecycle::Ready)) metrics.set_ready(true);
+  });
+
+  int sig = 0;
+  while (!wait_for_signal(signals, std::chrono::milliseconds(100), &sig)) {
+    if (load_failed) break;
+  }
+
+  int exit_code = 0;
+  if (load_failed) {
+    exit_code = 1;
+  } else {
+    ctx.lifecycle = Lifecycle::Draining;
+    metrics.set_ready(false);
+    log_info("draining", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"},
+                          {"in_flight", ctx.in_flight.load()},
+                          {"drain_timeout_seconds", options.drain_timeout_seconds}});
+    const auto deadline =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.drain_timeout_seconds * 1000));
+    while (ctx.in_flight.load() > 0 && Clock::now() < deadline) {
+      if (wait_for_signal(signals, std::chrono::milliseconds(50), nullptr)) {
+        log_warn("second signal: cancelling the requests still running");
+        break;
+      }
+    }
+    if (ctx.in_flight.load() > 0) {
+      log_warn("drain timeout: cancelling the requests still running", {{"in_flight", ctx.in_flight.load()}});
+    }
+  }
+  // Stopping the engine finishes whatever still runs as cancelled; give those responses
+  // (their last chunks and error events) a moment to be written before the connections close.
+  service.stop();
+  const auto flush_deadline = Clock::now() + std::chrono::seconds(5);
+  while ((ctx.in_flight.load() > 0 || server.open_responses() > 0) && Clock::now() < flush_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  loader.join();
+  server.stop();
+  log_info("stopped", {{"exit_code", exit_code}});
+  return exit_code;
+}
+
+}  // namespace spillway::server

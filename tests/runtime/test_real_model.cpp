@@ -1,0 +1,242 @@
+// The EngineLoop with the real engine runner on the golden stories260K model: greedy
+// requests give the same tokens concurrently (chunked prefill, shared prefixes,
+// preemption) as alone, and those are llama.cpp's golden tokens.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/residency/weight_residency.h"
+#include "kernels/thread_pool.h"
+#include "runtime/engine_loop.h"
+#include "runtime/engine_runner.h"
+
+namespace spillway::scheduler {
+namespace {
+
+using namespace runtime;  // the engine loop and runner under test
+
+const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf";
+const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden/stories260K.jsonl";
+
+struct Golden {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;
+};
+
+std::vector<Golden> read_golden() {
+  std::vector<Golden> out;
+  std::ifstream in(kGolden);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    out.push_back({j.at("prompt_tokens").get<std::vector<int32_t>>(),
+                   j.at("tokens").get<std::vector<int32_t>>()});
+  }
+  return out;
+}
+
+class Collector {
+ public:
+  UpdateSink sink() {
+    return [this](RequestUpdate&& u) {
+      std::lock_guard lock(mu_);
+      auto& tokens = tokens_[u.id];
+      for (const ChoiceUpdate& c : u.choices) {
+        for (const GeneratedToken& t : c.tokens) tokens.push_back(t.id);
+        if (c.finish) finish_[u.id] = *c.finish;
+      }
+      if (u.error) errors_.push_back(*u.error);
+      if (u.finished) {
+        ++finished_;
+        cv_.notify_all();
+      }
+    };
+  }
+  void wait_finished(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return finished_ >= n; });
+  }
+  std::vector<int32_t> tokens(RequestId id) {
+    std::lock_guard lock(mu_);
+    return tokens_[id];
+  }
+  FinishReason finish(RequestId id) {
+    std::lock_guard lock(mu_);
+    return finish_.at(id);
+  }
+  std::vector<std::string> errors() {
+    std::lock_guard lock(mu_);
+    return errors_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<RequestId, std::vector<int32_t>> tokens_;
+  std::map<RequestId, FinishReason> finish_;
+  std::vector<std::string> errors_;
+  int finished_ = 0;
+};
+
+GenerationParams greedy(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  GenerationParams p;
+  p.prompt = prompt;
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = 0.0f;
+  return p;
+}
+
+class RealModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = engine::Model::open(kModel);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    model_ = std::move(*model);
+    auto tokenizer = engine::Tokenizer::from_metadata(model_->source().metadata(), kModel);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+    tokenizer_ = std::move(*tokenizer);
+    golden_ = read_golden();
+    ASSERT_EQ(golden_.size(), 5u);
+  }
+
+  // Runs the requests through one EngineLoop, all submitted at once (or one after the
+  // other when one_at_a_time), and returns their tokens.
+  std::vector<std::vector<int32_t>> run(const SchedulerConfig& config,
+                                        const std::vector<GenerationParams>& requests,
+                                        bool one_at_a_time, EngineSnapshot* snapshot = nullptr,
+                                        EngineRunnerOptions runner_options = {}) {
+    kernels::ThreadPool pool(2);
+    EngineLoop loop(make_engine_runner(*model_, pool, config, std::move(runner_options)),
+                    *tokenizer_, config);
+    loop.start();
+    Collector collector;
+    std::vector<RequestId> ids;
+    for (const GenerationParams& p : requests) {
+      const auto r = loop.submit(p, collector.sink());
+      EXPECT_TRUE(std::holds_alternative<RequestId>(r));
+      if (!std::holds_alternative<RequestId>(r)) return {};
+      ids.push_back(std::get<RequestId>(r));
+      if (one_at_a_time) collector.wait_finished(static_cast<int>(ids.size()));
+    }
+    collector.wait_finished(static_cast<int>(ids.size()));
+    loop.stop();
+    if (snapshot) *snapshot = loop.snapshot();
+    EXPECT_TRUE(collector.errors().empty());
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids) {
+      EXPECT_EQ(collector.finish(id), FinishReason::Length);
+      out.push_back(collector.tokens(id));
+    }
+    return out;
+  }
+
+  // The five golden prompts and three repeats (the 406-token one twice): 8 requests.
+  static constexpr int kPromptOf[8] = {0, 1, 2, 3, 4, 4, 4, 1};
+  std::vector<GenerationParams> requests() const {
+    std::vector<GenerationParams> out;
+    for (int i : kPromptOf) out.push_back(greedy(golden_[i].prompt, 32));
+    return out;
+  }
+
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  std::vector<Golden> golden_;
+};
+
+TEST_F(RealModel, ConcurrentGreedyRequestsEqualAloneAndGolden) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;  // the 406-token prompt is chunked among the decodes
+  config.max_running = 8;
+  config.max_context = 512;
+  config.block_size = 16;
+  config.n_kv_blocks = 0;  // default
+  const std::vector<GenerationParams> reqs = requests();
+
+  const auto alone = run(config, reqs, /*one_at_a_time=*/true);
+  ASSERT_EQ(alone.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(alone[i], golden_[kPromptOf[i]].tokens) << "request " << i;
+
+  EngineSnapshot snap;
+  const auto together = run(config, reqs, /*one_at_a_time=*/false, &snap);
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  EXPECT_GE(snap.prefix_hit_tokens_total, 2 * 320);  // the repeats of the long prompt
+  EXPECT_GE(snap.live_step_plans, 2);
+  EXPECT_LE(snap.live_step_plans, 10);
+  EXPECT_EQ(snap.kv_blocks_used, 0);
+}
+
+TEST_F(RealModel, PreemptionUnderKvPressureKeepsTheTokens) {
+  // Without the prefix cache resumption recomputes everything; with it, resumption reads
+  // back the KV of blocks it left in the cache.
+  for (bool prefix_cache : {false, true}) {
+    SchedulerConfig config;
+    config.max_batch_tokens = 48;
+    config.max_running = 8;
+    config.max_context = 448;
+    config.block_size = 16;
+    config.n_kv_blocks = 30;  // 480 token slots: the long prompt alone takes 28 blocks
+    config.prefix_cache = prefix_cache;
+    EngineSnapshot snap;
+    const auto together = run(config, requests(), /*one_at_a_time=*/false, &snap);
+    ASSERT_EQ(together.size(), 8u);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(together[i], golden_[kPromptOf[i]].tokens) << "request " << i << " cache " << prefix_cache;
+    }
+    EXPECT_GT(snap.preemptions_total, 0);
+    if (prefix_cache) {
+      EXPECT_GT(snap.prefix_hit_tokens_total, 0);
+    }
+  }
+}
+
+// Streamed weights through the serving path: every layer read from disk each step, and
+// layers moved between resident and streamed between steps by the runner's hook, while 8
+// requests run concurrently: still exactly llama.cpp's tokens.
+TEST_F(RealModel, StreamedAndReshuffledLayersKeepTheTokens) {
+  const int32_t n_layers = model_->config().n_layers;
+  auto weights = engine::WeightResidency::create(*model_, std::vector<bool>(n_layers, false), {});
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  int steps = 0;
+  EngineRunnerOptions options;
+  options.weights = weights->get();
+  options.between_steps = [&] {
+    // Every 3 steps make the next layer resident; every 7, stream the highest resident one.
+    ++steps;
+    if (steps % 3 == 0) {
+      for (int32_t l = 0; l < n_layers; ++l) {
+        if (!(*weights)->is_resident(l)) {
+          ASSERT_TRUE((*weights)->make_resident(l).ok());
+          break;
+        }
+      }
+    }
+    if (steps % 7 == 0) {
+      for (int32_t l = n_layers - 1; l >= 0; --l) {
+        if ((*weights)->is_resident(l)) {
+          (*weights)->make_streamed(l);
+          break;
+        }
+      }
+    }
+  };
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 8;
+  config.max_context = 512;
+  const auto together = run(config, requests(), /*one_at_a_time=*/false, nullptr, std::move(options));
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], golden_[kPromptOf[i]].tokens) << "request " << i;
+  EXPECT_GT(steps, 20);
+  EXPECT_GT((*weights)->streamer_stats().bytes_read, 0u);
+}
+
+}  // namespace
+}  // namespace spillway::scheduler

@@ -1,0 +1,303 @@
+#include "tools/demo_model.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/format/gguf_writer.h"
+#include "kernels/kernels.h"
+
+namespace spillway::tools {
+
+using namespace engine;  // NOLINT: tools are written against the engine's types
+
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁", SentencePiece's space marker
+constexpr int32_t kFirstTextToken = 259;             // after <unk>, <s>, </s>, 256 bytes
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+
+constexpr std::string_view kWords[] = {
+    "the", "and", "was", "to", "a", "of", "in", "he", "she", "it", "they", "you", "I", "that",
+    "with", "for", "on", "is", "his", "her", "said", "had", "but", "at", "one", "day", "there",
+    "time", "once", "upon", "little", "big", "very", "happy", "sad", "friend", "friends", "play",
+    "played", "saw", "went", "wanted", "loved", "girl", "boy", "mom", "dad", "dog", "cat", "bird",
+    "tree", "park", "sun", "sky", "home", "house", "ball", "toy", "toys", "named", "Lily", "Tom",
+    "Ben", "Sue", "not", "so", "up", "out", "all", "be", "have", "do", "go", "can", "will", "we",
+    "what", "when", "where", "who", "how", "why", "this", "from", "by", "an", "or", "as", "are",
+    "were", "would", "could", "like", "look", "looked", "help", "helped", "good", "new", "old",
+    "red", "blue", "green", "water", "food", "eat", "run", "ran", "jump", "fun", "smile", "hug",
+    "world", "hello", "thank", "thanks", "yes", "no", "please", "model", "token", "memory", "disk",
+    "server", "stream", "layer", "spill", "way", "fast", "slow", "light", "dark", "night", "morning",
+    "story", "book", "read", "write", "sing", "song", "dance", "walk", "talk", "think", "know",
+    "make", "made", "find", "found", "give", "gave", "take", "took", "come", "came", "see", "get",
+};
+
+constexpr std::string_view kSyllables[] = {
+    "ba", "be", "bi", "bo", "bu", "ca", "ce", "co", "da", "de", "di", "do", "fa", "fe", "fi", "ga",
+    "go", "ha", "he", "hi", "ho", "ka", "ke", "ki", "la", "le", "li", "lo", "lu", "ma", "me", "mi",
+    "mo", "mu", "na", "ne", "ni", "no", "pa", "pe", "pi", "po", "ra", "re", "ri", "ro", "ru", "sa",
+    "se", "si", "so", "su", "ta", "te", "ti", "to", "tu", "va", "ve", "vi", "wa", "we", "ya", "zo",
+    "an", "en", "in", "on", "ar", "er", "or", "st", "th", "ng", "ck", "ll",
+};
+
+struct Vocabulary {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  std::set<std::string> seen;
+
+  bool add(std::string piece, int32_t type = kNormal) {
+    if (!seen.insert(piece).second) return false;
+    scores.push_back(-static_cast<float>(tokens.size()));
+    tokens.push_back(std::move(piece));
+    types.push_back(type);
+    return true;
+  }
+  // A word and every prefix of "▁word", so SentencePiece BPE merges can build it.
+  void add_word(std::string_view word, size_t limit) {
+    std::string piece(kSpace);
+    for (char ch : word) {
+      if (tokens.size() >= limit) return;
+      piece += ch;
+      add(piece);
+    }
+  }
+};
+
+Vocabulary make_vocabulary(int32_t size) {
+  Vocabulary v;
+  v.add("<unk>", kUnknown);
+  v.add("<s>", kControl);
+  v.add("</s>", kControl);
+  for (int b = 0; b < 256; ++b) v.add(fmt::format("<0x{:02X}>", b), kByte);
+  v.add(std::string(kSpace));
+  for (char ch = 33; ch < 127; ++ch) v.add(std::string(1, ch));
+  for (char ch = 33; ch < 127; ++ch) v.add(std::string(kSpace) + ch);
+  const auto limit = static_cast<size_t>(size);
+  for (std::string_view w : kWords) v.add_word(w, limit);
+  // Generated words of 2..4 syllables until the vocabulary is full.
+  const size_t n_syl = std::size(kSyllables);
+  for (size_t i = 0; v.tokens.size() < limit; ++i) {
+    std::string word;
+    size_t x = i;
+    do {
+      word += kSyllables[x % n_syl];
+      x /= n_syl;
+    } while (x > 0);
+    v.add_word(word, limit);
+  }
+  return v;
+}
+
+// xoshiro256** seeded through splitmix64: fast, deterministic across platforms.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (auto& s : s_) {
+      seed += 0x9E3779B97F4A7C15ULL;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      s = z ^ (z >> 31);
+    }
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Standard normal (Box-Muller).
+  float normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(next() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(2.0 * M_PI * u2));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(2.0 * M_PI * u2));
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+struct TensorSpec {
+  std::string name;
+  int64_t cols = 0;  // row length (GGUF shape[0])
+  int64_t rows = 1;  // 1 for vectors
+  enum class Init { Normal, Ones } init = Init::Normal;
+  float std = 0.02f;
+  bool mask_unsafe_rows = false;  // zero rows [0, kFirstTextToken)
+};
+
+std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
+  const int64_t head_dim = o.dim / o.heads;
+  const int64_t q_dim = head_dim * o.heads, kv_dim = head_dim * o.kv_heads;
+  std::vector<TensorSpec> specs;
+  specs.push_back({"token_embd.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.15f});
+  for (int32_t i = 0; i < o.layers; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    specs.push_back({p + "attn_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
+    specs.push_back({p + "attn_q.weight", o.dim, q_dim});
+    specs.push_back({p + "attn_k.weight", o.dim, kv_dim});
+    specs.push_back({p + "attn_v.weight", o.dim, kv_dim});
+    if (o.architecture == "qwen2") {
+      specs.push_back({p + "attn_q.bias", q_dim, 1});
+      specs.push_back({p + "attn_k.bias", kv_dim, 1});
+      specs.push_back({p + "attn_v.bias", kv_dim, 1});
+    }
+    if (o.architecture == "qwen3") {
+      specs.push_back({p + "attn_q_norm.weight", head_dim, 1, TensorSpec::Init::Ones});
+      specs.push_back({p + "attn_k_norm.weight", head_dim, 1, TensorSpec::Init::Ones});
+    }
+    specs.push_back({p + "attn_output.weight", q_dim, o.dim});
+    specs.push_back({p + "ffn_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
+    specs.push_back({p + "ffn_gate.weight", o.dim, o.ff});
+    specs.push_back({p + "ffn_up.weight", o.dim, o.ff});
+    specs.push_back({p + "ffn_down.weight", o.ff, o.dim});
+  }
+  specs.push_back({"output_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
+  specs.push_back({"output.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.5f, true});
+  return specs;
+}
+
+}  // namespace
+
+Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
+  if (o.architecture != "llama" && o.architecture != "qwen2" && o.architecture != "qwen3") {
+    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3", o.architecture)};
+  }
+  if (o.layers < 1 || o.dim < 64 || o.vocab < 512 || o.context < 16) {
+    return Error{"need --layers >= 1, --dim >= 64, --vocab >= 512, --context >= 16"};
+  }
+  if (o.heads == 0) o.heads = std::max(1, o.dim / 64);
+  if (o.kv_heads == 0) o.kv_heads = std::max(1, o.heads / 2);
+  if (o.ff == 0) o.ff = (o.dim * 8 / 3 + 63) / 64 * 64;
+  if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0 || (o.dim / o.heads) % 2 != 0) {
+    return Error{fmt::format("--dim {} / --heads {} / --kv-heads {} do not divide evenly", o.dim,
+                             o.heads, o.kv_heads)};
+  }
+  const int64_t block = kernels::block_elems(o.type);
+  if (o.dim % block != 0 || o.ff % block != 0) {
+    return Error{fmt::format("--dim {} and --ff {} must be multiples of the {} block ({})", o.dim,
+                             o.ff, kernels::dtype_name(o.type), block)};
+  }
+  return o;
+}
+
+Status write_demo_model(const std::string& path, const DemoModelOptions& options,
+                        const std::function<void(int64_t, int64_t)>& progress) {
+  auto resolved = resolve_demo_model_options(options);
+  if (!resolved) return resolved.error();
+  const DemoModelOptions& o = *resolved;
+  const std::string& arch = o.architecture;
+  const Vocabulary vocab = make_vocabulary(o.vocab);
+
+  GgufWriter writer;
+  writer.set_string("general.architecture", arch);
+  writer.set_string("general.name", fmt::format("spillway-demo-{}", arch));
+  writer.set_string("general.description",
+                    "Spillway demo model: deterministic random weights (not trained); ids 0-258 "
+                    "are never generated");
+  writer.set_uint32(arch + ".block_count", o.layers);
+  writer.set_uint32(arch + ".context_length", o.context);
+  writer.set_uint32(arch + ".embedding_length", o.dim);
+  writer.set_uint32(arch + ".feed_forward_length", o.ff);
+  writer.set_uint32(arch + ".attention.head_count", o.heads);
+  writer.set_uint32(arch + ".attention.head_count_kv", o.kv_heads);
+  writer.set_uint32(arch + ".rope.dimension_count", o.dim / o.heads);
+  writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  writer.set_float32(arch + ".rope.freq_base", 10000.0f);
+  writer.set_string("tokenizer.ggml.model", "llama");
+  writer.set_string("tokenizer.ggml.pre", "default");
+  writer.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+  writer.set_float32_array("tokenizer.ggml.scores", vocab.scores);
+  writer.set_int32_array("tokenizer.ggml.token_type", vocab.types);
+  writer.set_uint32("tokenizer.ggml.unknown_token_id", 0);
+  writer.set_uint32("tokenizer.ggml.bos_token_id", 1);
+  writer.set_uint32("tokenizer.ggml.eos_token_id", 2);
+  writer.set_bool("tokenizer.ggml.add_bos_token", true);
+  writer.set_bool("tokenizer.ggml.add_eos_token", false);
+  writer.set_string("tokenizer.chat_template",
+                    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
+                    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}");
+
+  const std::vector<TensorSpec> specs = tensor_specs(o);
+  int64_t done = 0;
+  std::vector<float> values;
+  for (const TensorSpec& spec : specs) {
+    const bool is_matrix = spec.rows > 1;
+    const kernels::DType type = is_matrix ? o.type : kernels::DType::F32;
+    values.resize(static_cast<size_t>(spec.cols * spec.rows));
+    if (spec.init == TensorSpec::Init::Ones) {
+      std::fill(values.begin(), values.end(), 1.0f);
+    } else {
+      Rng rng(o.seed * 0x100000001b3ULL ^ fnv1a(spec.name));
+      for (float& x : values) x = rng.normal() * spec.std;
+    }
+    if (spec.mask_unsafe_rows) {
+      std::fill(values.begin(), values.begin() + kFirstTextToken * spec.cols, 0.0f);
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(kernels::row_bytes(type, spec.cols) * spec.rows));
+    for (int64_t r = 0; r < spec.rows; ++r) {
+      kernels::quantize_row(type, values.data() + r * spec.cols,
+                            bytes.data() + r * kernels::row_bytes(type, spec.cols), spec.cols);
+    }
+    std::vector<int64_t> shape = is_matrix ? std::vector<int64_t>{spec.cols, spec.rows}
+                                           : std::vector<int64_t>{spec.cols};
+    writer.add_tensor(spec.name, type, shape, std::move(bytes));
+    if (progress) progress(++done, static_cast<int64_t>(specs.size()));
+  }
+  return writer.write(path);
+}
+
+Status write_default_demo_model(const std::string& path,
+                                const std::function<void(int64_t done, int64_t total)>& progress) {
+  namespace fs = std::filesystem;
+  auto options = resolve_demo_model_options(DemoModelOptions{});
+  if (!options) return options.error();
+  std::error_code ec;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (ec) return Error{fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message())};
+  const std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
+  Status written = write_demo_model(tmp, *options, progress);
+  if (!written) {
+    fs::remove(tmp, ec);
+    return written;
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) return Error{fmt::format("cannot move {} to {}: {}", tmp, path, ec.message())};
+  return {};
+}
+
+}  // namespace spillway::tools

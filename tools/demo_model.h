@@ -1,0 +1,47 @@
+// Deterministic random-weight models for tests, benches and the zero-config demo server.
+//
+// The tokenizer is one the project generates itself: a SentencePiece-style ("llama")
+// vocabulary of <unk>, <s>, </s>, the 256 byte-fallback tokens, single characters, and
+// "▁word" prefix chains of common English words then generated syllable words, up to
+// the requested vocabulary size. Weights are N(0, 0.02²) per tensor from a PRNG seeded by
+// (seed, tensor name); like the peaked test model in ../shared/testdata, the embedding
+// (std 0.15) and output (std 0.5) are larger so greedy choices are not near-ties, and the
+// output rows of ids 0..258 are zero so generated text is valid UTF-8 and never hits EOS.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/result.h"
+#include "kernels/dtype.h"
+
+namespace spillway::tools {
+
+struct DemoModelOptions {
+  std::string architecture = "llama";  // llama | qwen2 | qwen3
+  int32_t layers = 4;
+  int32_t dim = 256;
+  int32_t ff = 0;        // 0: 8/3 * dim rounded up to a multiple of 64
+  int32_t heads = 0;     // 0: dim / 64
+  int32_t kv_heads = 0;  // 0: heads / 2 (GQA), at least 1
+  int32_t vocab = 4096;  // at least 512
+  int32_t context = 2048;
+  kernels::DType type = kernels::DType::F16;  // 2-D weights; norms stay F32
+  uint64_t seed = 0;
+};
+
+// Fills in the derived defaults and checks the shapes (e.g. dim multiple of heads, rows a
+// multiple of the quant block).
+Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions options);
+
+// Writes the model to `path`. progress(done, total) is called as tensors are written.
+Status write_demo_model(const std::string& path, const DemoModelOptions& options,
+                        const std::function<void(int64_t done, int64_t total)>& progress = {});
+
+// The model `spillway serve` uses when no --model is given (DemoModelOptions' defaults),
+// written beside `path` and renamed into place so a concurrent start never reads half a file.
+Status write_default_demo_model(const std::string& path,
+                                const std::function<void(int64_t done, int64_t total)>& progress);
+
+}  // namespace spillway::tools

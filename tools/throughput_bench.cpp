@@ -1,0 +1,172 @@
+#include "tools/throughput_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "engine/forward/forward.h"
+#include "engine/state/kv_cache.h"
+
+namespace spillway::tools {
+
+using namespace engine;  // NOLINT: tools are written against the engine's types
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double matrix_bytes(const kernels::WeightMatrix& w) {
+  return static_cast<double>(kernels::row_bytes(w.type, w.cols) * w.rows);
+}
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+}  // namespace
+
+Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSource* weights,
+                                            kernels::ThreadPool& pool,
+                                            const ThroughputOptions& o,
+                                            const std::function<void()>& after_step,
+                                            const std::function<void()>& after_warm_up) {
+  const ModelConfig& c = model.config();
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.repeats < 1) {
+    return Error{"bench: prompt tokens, generated tokens and repeats must be at least 1"};
+  }
+  const int32_t context = o.prompt_tokens + o.gen_tokens;
+  if (context > c.n_ctx_train) {
+    return Error{fmt::format("bench: {} prompt + {} generated tokens exceed the model's context "
+                             "of {}",
+                             o.prompt_tokens, o.gen_tokens, c.n_ctx_train)};
+  }
+  const int32_t batch = std::max(o.batch, 1);
+  constexpr int32_t kBlock = 16;
+  const int32_t blocks_per_seq = (context + kBlock - 1) / kBlock;
+  KvCache kv(c, kBlock, blocks_per_seq * batch);
+  ForwardPass forward(model, kv, pool, std::max(o.prompt_tokens, batch), context, weights);
+
+  ThroughputResult r;
+  r.batch = batch > 1 ? batch : 0;
+  for (const engine::BlockWeights& l : model.layers()) {
+    l.for_each_matrix([&](const kernels::WeightMatrix& w) {
+      r.weight_bytes_per_step += matrix_bytes(w);
+      r.ops_per_prefill_token += 2.0 * static_cast<double>(w.rows * w.cols);
+    });
+  }
+  r.weight_bytes_per_step += matrix_bytes(model.output());
+  r.ops_per_prefill_token += 2.0 * static_cast<double>(model.output().rows * model.output().cols);
+  // Attention: q.k and p.v over the context, per query head, at the mean prefill position.
+  for (const engine::LayerSpec& s : c.layers) {
+    if (s.mixer == engine::MixerKind::Attention) r.ops_per_prefill_token += 2.0 * 2.0 * s.q_dim() * (o.prompt_tokens / 2.0);
+  }
+  const double kv_per_token = static_cast<double>(
+      KvCache::bytes_per_token(c, kernels::DType::F16));
+  r.kv_bytes_per_decode_token = kv_per_token * (o.prompt_tokens + o.gen_tokens / 2.0);
+
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  std::uniform_int_distribution<int32_t> random_id(0, c.n_vocab - 1);
+  std::vector<std::vector<int32_t>> tables(batch);
+  for (int32_t seq = 0; seq < batch; ++seq) {
+    for (int32_t b = 0; b < blocks_per_seq; ++b) tables[seq].push_back(seq * blocks_per_seq + b);
+  }
+  auto table = [&](int32_t seq) -> const std::vector<int32_t>& { return tables[seq]; };
+  auto step = [&](const ForwardBatch& fb) -> Result<std::span<const float>> {
+    auto out = forward.execute(fb);
+    if (after_step) after_step();
+    return out;
+  };
+
+  {
+    // Untimed warm-up: the first touches of the workspaces and of mapped weight pages, and
+    // the pool threads' first wake-up, are not part of any measurement.
+    std::mt19937 warm_rng(static_cast<uint32_t>(o.seed) ^ 0x9e3779b9u);
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (int32_t& t : prompt) t = random_id(warm_rng);
+    ForwardBatch fb;
+    fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
+    fb.logit_rows.push_back(o.prompt_tokens - 1);
+    auto logits = step(fb);
+    if (!logits) return logits.error();
+    if (after_warm_up) after_warm_up();
+  }
+
+  std::vector<double> batch_samples;
+  for (int32_t rep = 0; rep < o.repeats; ++rep) {
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (int32_t& t : prompt) t = random_id(rng);
+
+    ForwardBatch fb;
+    fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
+    fb.logit_rows.push_back(o.prompt_tokens - 1);
+    if (o.profile) forward.set_profile(&r.pp_profile);
+    auto start = Clock::now();
+    auto logits = step(fb);
+    if (!logits) return logits.error();
+    r.pp_samples.push_back(o.prompt_tokens /
+                           std::chrono::duration<double>(Clock::now() - start).count());
+    const std::vector<float> prefill_logits(logits->begin(), logits->end());
+
+    int32_t next = argmax(prefill_logits);
+    if (o.profile) forward.set_profile(&r.tg_profile);
+    start = Clock::now();
+    for (int32_t i = 0; i < o.gen_tokens; ++i) {
+      fb.clear();
+      fb.add_sequence(&next, 1, o.prompt_tokens + i, table(0));
+      fb.logit_rows.push_back(0);
+      logits = step(fb);
+      if (!logits) return logits.error();
+      next = argmax(*logits);
+    }
+    r.tg_samples.push_back(o.gen_tokens / std::chrono::duration<double>(Clock::now() - start).count());
+
+    if (batch > 1) {
+      // Every sequence continues the same prompt: sequence 0's prompt KV (written by the
+      // timed prefill) is copied into each sequence's own blocks, so each reads its own
+      // context from memory as independent requests would. Then all decode together, one
+      // token each per step, with distinct continuations.
+      const int32_t first = argmax(prefill_logits);
+      std::vector<int32_t> tokens(batch);
+      const std::vector<int32_t>& source = table(0);
+      const int32_t prompt_blocks = (o.prompt_tokens + kBlock - 1) / kBlock;
+      for (int32_t s = 0; s < batch; ++s) {
+        const std::vector<int32_t>& dest = table(s);
+        if (s > 0) {
+          for (int32_t b = 0; b < prompt_blocks; ++b) kv.copy_block(source[b], dest[b]);
+        }
+        tokens[s] = (first + s) % c.n_vocab;
+      }
+      if (o.profile) forward.set_profile(&r.batch_profile);
+      start = Clock::now();
+      for (int32_t i = 0; i < o.gen_tokens; ++i) {
+        fb.clear();
+        for (int32_t s = 0; s < batch; ++s) {
+          fb.add_sequence(&tokens[s], 1, o.prompt_tokens + i, table(s));
+          fb.logit_rows.push_back(s);
+        }
+        logits = step(fb);
+        if (!logits) return logits.error();
+        for (int32_t s = 0; s < batch; ++s) {
+          tokens[s] = argmax(logits->subspan(static_cast<size_t>(s) * c.n_vocab, c.n_vocab));
+        }
+      }
+      batch_samples.push_back(static_cast<double>(batch) * o.gen_tokens /
+                              std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  forward.set_profile(nullptr);
+  r.pp_tokens_per_second = median(r.pp_samples);
+  r.tg_tokens_per_second = median(r.tg_samples);
+  r.batch_tg_tokens_per_second = median(batch_samples);
+  return r;
+}
+
+}  // namespace spillway::tools
