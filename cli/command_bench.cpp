@@ -18,7 +18,7 @@
 #include "kernels/machine_probe.h"
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
-#include "server/progress.h"
+#include "server/observability/progress.h"
 #include "cli/residency_flags.h"
 
 namespace spillway::cli {

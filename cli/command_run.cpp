@@ -15,7 +15,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
-#include "server/progress.h"
+#include "server/observability/progress.h"
 #include "cli/residency_flags.h"
 
 namespace spillway::cli {

@@ -1,6 +1,6 @@
 #include "server/chat_prompt.h"
 
-#include "server/logging.h"
+#include "server/observability/logging.h"
 
 namespace spillway::server {
 

@@ -6,11 +6,11 @@
 #include "api/sse.h"
 #include "api/text_encoding.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "server/error_response.h"
-#include "server/metrics.h"
+#include "server/http/error_response.h"
+#include "server/observability/metrics.h"
 #include "server/model_backend.h"
 #include "server/random_id.h"
-#include "server/request_log.h"
+#include "server/observability/request_log.h"
 
 namespace spillway::server {
 

@@ -18,7 +18,7 @@
 #include "api/responses.h"
 #include "api/tool_calls.h"
 #include "runtime/engine_loop.h"
-#include "server/http_exchange.h"
+#include "server/http/http_exchange.h"
 #include "server/server_context.h"
 
 namespace spillway::server {

@@ -17,9 +17,9 @@
 #include "runtime/engine_bootstrap.h"
 #include "runtime/engine_runner.h"
 #include "server/chat_prompt.h"
-#include "server/logging.h"
-#include "server/metrics.h"
-#include "server/progress.h"
+#include "server/observability/logging.h"
+#include "server/observability/metrics.h"
+#include "server/observability/progress.h"
 #include "server/serve_options.h"
 
 namespace spillway::server {

@@ -8,21 +8,21 @@
 
 #include <fmt/format.h>
 
-#include "api/chat_request.h"
-#include "api/completion_request.h"
+#include "api/requests/chat_request.h"
+#include "api/requests/completion_request.h"
 #include "api/responses.h"
 #include "api/sse.h"
-#include "api/tokenize_request.h"
+#include "api/requests/tokenize_request.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/chat_prompt.h"
-#include "server/error_response.h"
+#include "server/http/error_response.h"
 #include "server/generation_job.h"
 #include "server/generation_params.h"
-#include "server/logging.h"
-#include "server/metrics.h"
+#include "server/observability/logging.h"
+#include "server/observability/metrics.h"
 #include "server/model_backend.h"
 #include "server/random_id.h"
-#include "server/request_log.h"
+#include "server/observability/request_log.h"
 
 namespace spillway::server {
 

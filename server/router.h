@@ -9,7 +9,7 @@
 #include <string>
 
 #include "api/api_error.h"
-#include "server/http_exchange.h"
+#include "server/http/http_exchange.h"
 #include "server/server_context.h"
 
 namespace spillway::server {

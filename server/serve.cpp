@@ -13,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "server/http_server.h"
-#include "server/logging.h"
-#include "server/metrics.h"
+#include "server/http/http_server.h"
+#include "server/observability/logging.h"
+#include "server/observability/metrics.h"
 #include "server/model_service.h"
 #include "server/router.h"
 #include "server/serve_options.h"

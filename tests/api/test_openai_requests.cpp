@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "api/chat_request.h"
-#include "api/completion_request.h"
-#include "api/tokenize_request.h"
+#include "api/requests/chat_request.h"
+#include "api/requests/completion_request.h"
+#include "api/requests/tokenize_request.h"
 
 namespace spillway::api {
 namespace {

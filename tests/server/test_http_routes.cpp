@@ -11,8 +11,8 @@
 
 #include "fake_backend.h"
 #include "http_test_client.h"
-#include "server/http_server.h"
-#include "server/metrics.h"
+#include "server/http/http_server.h"
+#include "server/observability/metrics.h"
 #include "server/router.h"
 #include "server/server_context.h"
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace spillway::server {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/logging.h"
-#include "server/progress.h"
+#include "server/observability/logging.h"
+#include "server/observability/progress.h"
 
 namespace spillway::server {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "api/api_error.h"
-#include "api/sampling_fields.h"
+#include "api/requests/sampling_fields.h"
 
 namespace spillway::api {
 

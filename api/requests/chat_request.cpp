@@ -1,9 +1,9 @@
-#include "api/chat_request.h"
+#include "api/requests/chat_request.h"
 
 #include <fmt/format.h>
 
-#include "api/chat_messages.h"
-#include "api/json_fields.h"
+#include "api/requests/chat_messages.h"
+#include "api/requests/json_fields.h"
 
 namespace spillway::api {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/api_error.h"
-#include "api/sampling_fields.h"
+#include "api/requests/sampling_fields.h"
 
 namespace spillway::api {
 

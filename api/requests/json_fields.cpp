@@ -1,4 +1,4 @@
-#include "api/json_fields.h"
+#include "api/requests/json_fields.h"
 
 #include <cmath>
 

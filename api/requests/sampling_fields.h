@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/json_fields.h"
+#include "api/requests/json_fields.h"
 
 namespace spillway::api {
 

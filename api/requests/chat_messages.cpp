@@ -1,8 +1,8 @@
-#include "api/chat_messages.h"
+#include "api/requests/chat_messages.h"
 
 #include <fmt/format.h>
 
-#include "api/json_fields.h"
+#include "api/requests/json_fields.h"
 
 namespace spillway::api {
 

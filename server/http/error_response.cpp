@@ -1,4 +1,4 @@
-#include "server/error_response.h"
+#include "server/http/error_response.h"
 
 #include "api/sse.h"
 

@@ -1,4 +1,4 @@
-#include "api/sampling_fields.h"
+#include "api/requests/sampling_fields.h"
 
 #include <charconv>
 #include <limits>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "api/api_error.h"
-#include "server/http_exchange.h"
+#include "server/http/http_exchange.h"
 
 namespace spillway::server {
 

@@ -1,4 +1,4 @@
-#include "server/progress.h"
+#include "server/observability/progress.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "server/logging.h"
+#include "server/observability/logging.h"
 
 namespace spillway::server {
 

@@ -1,11 +1,11 @@
-#include "api/completion_request.h"
+#include "api/requests/completion_request.h"
 
 #include <limits>
 
 #include <fmt/format.h>
 
-#include "api/chat_request.h"
-#include "api/json_fields.h"
+#include "api/requests/chat_request.h"
+#include "api/requests/json_fields.h"
 
 namespace spillway::api {
 

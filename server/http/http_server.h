@@ -11,7 +11,7 @@
 
 #include "api/api_error.h"
 #include "common/result.h"
-#include "server/http_exchange.h"
+#include "server/http/http_exchange.h"
 
 namespace spillway::server {
 

@@ -1,11 +1,11 @@
-#include "server/request_log.h"
+#include "server/observability/request_log.h"
 
 #include "server/routes.h"
 
 #include <cmath>
 
-#include "server/logging.h"
-#include "server/metrics.h"
+#include "server/observability/logging.h"
+#include "server/observability/metrics.h"
 
 namespace spillway::server {
 

@@ -1,10 +1,10 @@
-#include "api/tokenize_request.h"
+#include "api/requests/tokenize_request.h"
 
 #include <limits>
 
-#include "api/chat_messages.h"
-#include "api/chat_request.h"
-#include "api/json_fields.h"
+#include "api/requests/chat_messages.h"
+#include "api/requests/chat_request.h"
+#include "api/requests/json_fields.h"
 #include "api/text_encoding.h"
 
 namespace spillway::api {
