@@ -69,7 +69,12 @@ class Compiler {
 
   uint32_t byteset_index(const ByteSet& s) {
     auto [it, inserted] = byteset_ids_.try_emplace(s, static_cast<uint32_t>(bytesets_.size()));
-    if (inserted) bytesets_.push_back(s);
+    if (inserted) {
+      bytesets_.push_back(s);
+      byteset_bytes_.emplace_back();
+      for (int b = 0; b < 256; ++b)
+        if (s.test(static_cast<size_t>(b))) byteset_bytes_.back().push_back(static_cast<uint8_t>(b));
+    }
     return it->second;
   }
 
@@ -171,13 +176,19 @@ class Compiler {
     std::sort(set.begin(), set.end());
   }
 
-  std::vector<uint32_t> closed(std::vector<uint32_t> seed) {
+  // The epsilon closure of seed, keeping only the states that matter for the future (those
+  // with byte or call edges, and the accept state): two closures with the same future are
+  // then one DFA state, which is what makes string loops self-loops.
+  std::vector<uint32_t> closed(const std::vector<uint32_t>& seed) {
     ++mark_gen_;
     if (mark_.size() < nfa_.size()) mark_.resize(nfa_.size(), 0);
     std::vector<uint32_t> set;
     for (uint32_t s : seed)
       if (mark_[s] != mark_gen_) { mark_[s] = mark_gen_; set.push_back(s); }
     closure(set);
+    std::erase_if(set, [&](uint32_t s) {
+      return s != accept_ && nfa_[s].byte_edges.empty() && nfa_[s].call_edges.empty();
+    });
     return set;
   }
 
@@ -189,6 +200,7 @@ class Compiler {
     if (!acc) return acc.error();
     SPILLWAY_TRY(build(g_.rule(r).body, *in, *acc));
     const uint32_t accept = *acc;
+    accept_ = accept;
 
     std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
     std::vector<std::vector<uint32_t>> sets;
@@ -207,23 +219,22 @@ class Compiler {
     if (!start) return start.error();
     out_->rule_start_[r] = *start;
 
-    std::vector<uint32_t> sig, prev_sig, targets;
+    std::vector<std::vector<uint32_t>> buckets(256);  // byte -> NFA targets
     for (size_t i = 0; i < sets.size(); ++i) {
       SPILLWAY_TRY(over_time());
       const std::vector<uint32_t> cur = sets[i];
       State st{};
       st.range_begin = static_cast<uint32_t>(out_->ranges_.size());
+      for (auto& b : buckets) b.clear();
+      for (uint32_t s : cur)
+        for (auto [bs, t] : nfa_[s].byte_edges)
+          for (uint8_t b : byteset_bytes_[bs]) buckets[b].push_back(t);
       uint32_t prev_target = UINT32_MAX;
-      prev_sig.clear();
       for (int b = 0; b < 256; ++b) {
-        sig.clear();
-        targets.clear();
-        for (uint32_t s : cur)
-          for (auto [bs, t] : nfa_[s].byte_edges)
-            if (bytesets_[bs].test(static_cast<size_t>(b))) { sig.push_back(bs); targets.push_back(t); }
+        const auto& targets = buckets[static_cast<size_t>(b)];
         uint32_t target = UINT32_MAX;
         if (!targets.empty()) {
-          if (sig == prev_sig && prev_target != UINT32_MAX) {
+          if (b > 0 && prev_target != UINT32_MAX && targets == buckets[static_cast<size_t>(b - 1)]) {
             target = prev_target;
           } else {
             auto t = intern(closed(targets));
@@ -231,7 +242,6 @@ class Compiler {
             target = *t;
           }
         }
-        prev_sig = sig;
         prev_target = target;
         if (target == UINT32_MAX) continue;
         auto& rs = out_->ranges_;
@@ -343,6 +353,8 @@ class Compiler {
   CompiledGrammar* out_ = nullptr;
   std::vector<NState> nfa_;
   std::vector<ByteSet> bytesets_;
+  std::vector<std::vector<uint8_t>> byteset_bytes_;
+  uint32_t accept_ = 0;
   std::unordered_map<ByteSet, uint32_t> byteset_ids_;
   std::vector<uint32_t> mark_;
   uint32_t mark_gen_ = 0;
