@@ -3,6 +3,8 @@
 // marks string-loop states (kStringLoop) for the matcher's fast path.
 #include "grammar/fsm.h"
 
+#include "grammar/utf8.h"
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -324,19 +326,18 @@ class Compiler {
       for (int b = 0x20; b < 0x80 && ok; ++b)
         if (b != '"' && b != '\\' && out_->next(s, static_cast<uint8_t>(b)) != s) ok = false;
       if (!ok) continue;
-      // Product walk with the UTF-8 automaton (pending continuation count).
+      // Product walk with the UTF-8 automaton (grammar/utf8.h) over non-ASCII bytes.
       std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
-      auto lead_len = [](int b) { return b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1; };
       while (!work.empty() && ok) {
-        auto [q, pending] = work.back();
+        auto [q, u] = work.back();
         work.pop_back();
-        int lo = pending == 0 ? 0xC2 : 0x80, hi = pending == 0 ? 0xF4 : 0xBF;
-        for (int b = lo; b <= hi && ok; ++b) {
+        for (int b = 0x80; b <= 0xFF && ok; ++b) {
+          int nu = utf8_step(u, static_cast<uint8_t>(b));
+          if (nu < 0) continue;
           uint32_t t = out_->next(q, static_cast<uint8_t>(b));
-          int np = pending == 0 ? lead_len(b) : pending - 1;
           if (t == UINT32_MAX) { ok = false; break; }
-          if (np == 0) { if (t != s) ok = false; continue; }
-          std::pair<uint32_t, int> key{t, np};
+          if (nu == 0) { if (t != s) ok = false; continue; }
+          std::pair<uint32_t, int> key{t, nu};
           if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
           if (seen.size() > 64) { ok = false; break; }
           seen.push_back(key);

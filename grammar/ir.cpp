@@ -156,8 +156,13 @@ std::string Grammar::to_string() const {
 ExprId utf8_multibyte_char(Grammar& g) {
   ExprId cont = g.byte_range(0x80, 0xBF);
   return g.alt({g.seq({g.byte_range(0xC2, 0xDF), cont}),
-                g.seq({g.byte_range(0xE0, 0xEF), cont, cont}),
-                g.seq({g.byte_range(0xF0, 0xF4), cont, cont, cont})});
+                g.seq({g.literal("\xE0"), g.byte_range(0xA0, 0xBF), cont}),
+                g.seq({g.byte_range(0xE1, 0xEC), cont, cont}),
+                g.seq({g.literal("\xED"), g.byte_range(0x80, 0x9F), cont}),
+                g.seq({g.byte_range(0xEE, 0xEF), cont, cont}),
+                g.seq({g.literal("\xF0"), g.byte_range(0x90, 0xBF), cont, cont}),
+                g.seq({g.byte_range(0xF1, 0xF3), cont, cont, cont}),
+                g.seq({g.literal("\xF4"), g.byte_range(0x80, 0x8F), cont, cont})});
 }
 
 JsonPieces add_json_pieces(Grammar& g) {
@@ -188,7 +193,7 @@ JsonPieces add_json_pieces(Grammar& g) {
   ByteSet e_set, sign;
   e_set.set('e'); e_set.set('E'); sign.set('+'); sign.set('-');
   ExprId number = g.seq({integer, g.optional(g.seq({g.literal("."), g.plus(digit)})),
-                         g.optional(g.seq({g.bytes(e_set), g.optional(g.bytes(sign)), g.plus(digit)}))});
+                         g.optional(g.seq({g.bytes(e_set), g.optional(g.bytes(sign)), g.repeat(digit, 1, 2)}))});  // exponent <= 99: parses as a double
   ExprId v = g.call(p.value);
   ExprId member = g.seq({string, p.ws, g.literal(":"), p.ws, v, p.ws});
   ExprId object = g.seq({g.literal("{"), p.ws,

@@ -99,8 +99,7 @@ struct JsonPieces {
 };
 JsonPieces add_json_pieces(Grammar& g);
 
-// UTF-8 building blocks (lead bytes C2-F4, continuation 80-BF; overlong/surrogate forms
-// are not excluded).
+// One complete multi-byte UTF-8 character (exact: no overlong forms, no surrogates).
 ExprId utf8_multibyte_char(Grammar& g);
 
 }  // namespace spillway::grammar

@@ -339,14 +339,18 @@ class SchemaCompiler {
       if (key == "pattern") {
         re = s["pattern"].get<std::string>();
       } else {
-        static const std::string date = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
-        static const std::string time = R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([zZ]|[+-]([01]\d|2[0-3]):[0-5]\d))";
+        // Calendar-exact dates (30-day months, February 29 in leap years only).
+        static const std::string leap = R"((\d\d(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00))";
+        static const std::string date =
+            R"((\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8]))|)" +
+            leap + "-02-29)";
+        static const std::string time = R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([zZ]|[+-]([01]\d|2[0-3]):[0-5]\d))";
         static const std::string label = R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
         static const std::string octet = R"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
         static const std::map<std::string, std::string> formats = {
             {"date", "^" + date + "$"},
             {"time", "^" + time + "$"},
-            {"date-time", "^" + date + "[Tt]" + time + "$"},
+            {"date-time", "^" + date + "[Tt]" + time + "$"},  // leap seconds (:60) not generated
             {"uuid", R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)"},
             {"email", R"(^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@)" + label + R"((\.)" + label + ")*$"},
             {"hostname", "^" + label + R"((\.)" + label + ")*$"},
@@ -470,7 +474,7 @@ class SchemaCompiler {
       return g_.seq({g_.optional(g_.literal("-")),
                      g_.alt({g_.literal("0"), g_.seq({g_.byte_range('1', '9'), g_.star(digit)})}),
                      g_.optional(g_.seq({g_.literal("."), g_.plus(digit)})),
-                     g_.optional(g_.seq({g_.bytes(e_set), g_.optional(g_.bytes(sign)), g_.plus(digit)}))});
+                     g_.optional(g_.seq({g_.bytes(e_set), g_.optional(g_.bytes(sign)), g_.repeat(digit, 1, 2)}))});  // as json_value: exponent <= 99
     }
     if ((lo && std::floor(*lo) != *lo) || (hi && std::floor(*hi) != *hi))
       return unsupported(lo && std::floor(*lo) != *lo ? (lo_ex ? "exclusiveMinimum" : "minimum") : (hi_ex ? "exclusiveMaximum" : "maximum"),
@@ -567,15 +571,21 @@ class SchemaCompiler {
         for (char c : std::string("0123456789abcdefABCDEF")) hex.set(static_cast<unsigned char>(c));
         alts.push_back(g_.seq({g_.literal("\\"), g_.alt({g_.bytes(esc), g_.seq({g_.literal("u"), g_.repeat(g_.bytes(hex), 4, 4)})}), p_.string_body}));
       }
+      // A multi-byte character whose lead byte no key continues with.
       ExprId cont = g_.byte_range(0x80, 0xBF);
-      auto leads = [&](int lo, int hi) {
+      auto lead = [&](int lo, int hi) {
         ByteSet s;
         for (int b = lo; b <= hi; ++b) if (!children.count(static_cast<unsigned char>(b))) s.set(static_cast<size_t>(b));
         return g_.bytes(s);
       };
-      alts.push_back(g_.seq({leads(0xC2, 0xDF), cont, p_.string_body}));
-      alts.push_back(g_.seq({leads(0xE0, 0xEF), cont, cont, p_.string_body}));
-      alts.push_back(g_.seq({leads(0xF0, 0xF4), cont, cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xC2, 0xDF), cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xE0, 0xE0), g_.byte_range(0xA0, 0xBF), cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xE1, 0xEC), cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xED, 0xED), g_.byte_range(0x80, 0x9F), cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xEE, 0xEF), cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xF0, 0xF0), g_.byte_range(0x90, 0xBF), cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xF1, 0xF3), cont, cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xF4, 0xF4), g_.byte_range(0x80, 0x8F), cont, cont, p_.string_body}));
     }
     for (unsigned char c : children)
       alts.push_back(g_.seq({g_.literal(std::string(1, static_cast<char>(c))), other_key_body(keys, prefix + static_cast<char>(c))}));

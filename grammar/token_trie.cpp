@@ -2,28 +2,21 @@
 
 #include <algorithm>
 
+#include "grammar/utf8.h"
+
 namespace spillway::grammar {
 
 size_t string_slice_prefix(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
+  size_t boundary = 0;
+  int u = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c < 0x20 || c == '"' || c == '\\') break;
-      ++i;
-      continue;
-    }
-    size_t len = c >= 0xF5 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (len == 0 || i + len > s.size()) break;
-    bool ok = true;
-    for (size_t k = 1; k < len; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if (d < 0x80 || d > 0xBF) { ok = false; break; }
-    }
-    if (!ok) break;
-    i += len;
+    if (u == 0 && c < 0x80 && (c < 0x20 || c == '"' || c == '\\')) break;
+    u = utf8_step(u, c);
+    if (u < 0) break;
+    if (u == 0) boundary = i + 1;
   }
-  return i;
+  return boundary;
 }
 
 ByteTrie ByteTrie::build(std::vector<std::pair<std::string, int32_t>> entries) {

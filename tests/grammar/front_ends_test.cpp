@@ -141,6 +141,13 @@ TEST(JsonSchema, StringsLengthPatternFormat) {
   auto dt = schema(R"({"type":"string","format":"date-time"})");
   EXPECT_TRUE(accepts(dt, R"("2024-02-29T13:01:02.5Z")"));
   EXPECT_FALSE(accepts(dt, R"("2024-13-01T00:00:00Z")"));
+  auto date = schema(R"({"type":"string","format":"date"})");
+  EXPECT_TRUE(accepts(date, R"("2024-02-29")"));
+  EXPECT_TRUE(accepts(date, R"("2000-02-29")"));
+  EXPECT_FALSE(accepts(date, R"("1900-02-29")"));
+  EXPECT_FALSE(accepts(date, R"("2023-02-29")"));
+  EXPECT_FALSE(accepts(date, R"("2023-11-31")"));
+  EXPECT_TRUE(accepts(date, R"("2023-12-31")"));
   auto uuid = schema(R"({"format":"uuid"})");
   EXPECT_TRUE(accepts(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
   EXPECT_FALSE(accepts(uuid, R"("123e4567")"));

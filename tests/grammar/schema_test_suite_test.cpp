@@ -56,7 +56,7 @@ TEST(JsonSchemaTestSuite, Draft7CompiledSubsetIsExact) {
       auto g = json_schema_grammar(group["schema"], {.sorted_properties = true, .draft7 = true}, &issue);
       std::shared_ptr<const CompiledGrammar> c;
       if (g.ok()) {
-        auto cr = CompiledGrammar::compile(*g);
+        auto cr = CompiledGrammar::compile(*g, testing::test_limits());
         if (cr.ok()) c = *cr;
         else issue.keyword = "(compile cap)";
       }

@@ -15,9 +15,16 @@ inline bool accepts(const std::shared_ptr<const CompiledGrammar>& g, const std::
   return m.accept_bytes(text) && m.is_accepting();
 }
 
+inline CompileLimits test_limits() {
+  CompileLimits l;
+  l.max_seconds = 1e9;
+  return l;
+}
+
 inline std::shared_ptr<const CompiledGrammar> must_compile(const Result<Grammar>& g) {
   if (!g.ok()) throw std::runtime_error(g.error().message);
-  auto c = CompiledGrammar::compile(*g);
+  // No wall-clock cap in tests (the machine may be loaded); the state caps still apply.
+  auto c = CompiledGrammar::compile(*g, test_limits());
   if (!c.ok()) throw std::runtime_error(c.error().message);
   return *c;
 }
