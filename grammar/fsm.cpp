@@ -1,0 +1,372 @@
+// IR -> per-rule NFA (Thompson) -> per-rule DFA (subset construction over bytes and calls)
+// -> one flat CompiledGrammar. Also checks for undefined rules and left recursion, and
+// marks string-loop states (kStringLoop) for the matcher's fast path.
+#include "grammar/fsm.h"
+
+#include "grammar/utf8.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+namespace spillway::grammar {
+
+namespace {
+
+struct NState {
+  std::vector<uint32_t> eps;
+  std::vector<std::pair<uint32_t, uint32_t>> byte_edges;  // (byteset index, target)
+  std::vector<std::pair<RuleId, uint32_t>> call_edges;
+};
+
+struct VecHash {
+  size_t operator()(const std::vector<uint32_t>& v) const {
+    size_t h = 1469598103934665603ull;
+    for (uint32_t x : v) h = (h ^ x) * 1099511628211ull;
+    return h;
+  }
+};
+
+}  // namespace
+
+class Compiler {
+ public:
+  Compiler(const Grammar& g, const CompileLimits& limits)
+      : g_(g), limits_(limits), t0_(std::chrono::steady_clock::now()) {}
+
+  Result<std::shared_ptr<const CompiledGrammar>> run() {
+    auto out = std::make_shared<CompiledGrammar>();
+    out_ = out.get();
+    out->root_ = g_.root();
+    out->rule_start_.assign(g_.rule_count(), 0);
+    for (RuleId r = 0; r < g_.rule_count(); ++r) {
+      out->rule_names_.push_back(g_.rule(r).name);
+      if (!g_.rule(r).defined) return Error{"grammar rule '" + g_.rule(r).name + "' is used but not defined"};
+    }
+    for (RuleId r = 0; r < g_.rule_count(); ++r) {
+      SPILLWAY_TRY(compile_rule(r));
+    }
+    SPILLWAY_TRY(check_left_recursion());
+    mark_string_loops();
+    return std::shared_ptr<const CompiledGrammar>(std::move(out));
+  }
+
+ private:
+  Status over_time() {
+    if (++tick_ % 256 != 0) return {};
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (s > limits_.max_seconds)
+      return Error{"grammar compile took longer than its cap of " + std::to_string(limits_.max_seconds) + " s"};
+    return {};
+  }
+
+  Result<uint32_t> new_nstate() {
+    if (++total_nfa_ > limits_.max_nfa_states)
+      return Error{"grammar too large: more than " + std::to_string(limits_.max_nfa_states) + " automaton states"};
+    nfa_.emplace_back();
+    return static_cast<uint32_t>(nfa_.size() - 1);
+  }
+
+  uint32_t byteset_index(const ByteSet& s) {
+    auto [it, inserted] = byteset_ids_.try_emplace(s, static_cast<uint32_t>(bytesets_.size()));
+    if (inserted) {
+      bytesets_.push_back(s);
+      byteset_bytes_.emplace_back();
+      for (int b = 0; b < 256; ++b)
+        if (s.test(static_cast<size_t>(b))) byteset_bytes_.back().push_back(static_cast<uint8_t>(b));
+    }
+    return it->second;
+  }
+
+  Status build(ExprId id, uint32_t in, uint32_t out) {
+    SPILLWAY_TRY(over_time());
+    const Expr& e = g_.expr(id);
+    switch (e.kind) {
+      case ExprKind::kEmpty: nfa_[in].eps.push_back(out); return {};
+      case ExprKind::kNothing: return {};
+      case ExprKind::kBytes: nfa_[in].byte_edges.push_back({byteset_index(e.bytes), out}); return {};
+      case ExprKind::kLiteral: {
+        uint32_t cur = in;
+        for (size_t i = 0; i < e.literal.size(); ++i) {
+          uint32_t nxt = out;
+          if (i + 1 < e.literal.size()) {
+            auto s = new_nstate();
+            if (!s) return s.error();
+            nxt = *s;
+          }
+          ByteSet b;
+          b.set(static_cast<unsigned char>(e.literal[i]));
+          nfa_[cur].byte_edges.push_back({byteset_index(b), nxt});
+          cur = nxt;
+        }
+        return {};
+      }
+      case ExprKind::kSeq: {
+        uint32_t cur = in;
+        for (size_t i = 0; i < e.kids.size(); ++i) {
+          uint32_t nxt = out;
+          if (i + 1 < e.kids.size()) {
+            auto s = new_nstate();
+            if (!s) return s.error();
+            nxt = *s;
+          }
+          SPILLWAY_TRY(build(e.kids[i], cur, nxt));
+          cur = nxt;
+        }
+        return {};
+      }
+      case ExprKind::kAlt:
+        for (ExprId k : e.kids) {
+          // Fresh entry/exit per branch so that loops inside one branch cannot leak into another.
+          auto a = new_nstate();
+          if (!a) return a.error();
+          auto b = new_nstate();
+          if (!b) return b.error();
+          nfa_[in].eps.push_back(*a);
+          nfa_[*b].eps.push_back(out);
+          SPILLWAY_TRY(build(k, *a, *b));
+        }
+        return {};
+      case ExprKind::kRepeat: {
+        uint32_t cur = in;
+        for (uint32_t i = 0; i < e.min; ++i) {
+          auto s = new_nstate();
+          if (!s) return s.error();
+          SPILLWAY_TRY(build(e.kids[0], cur, *s));
+          cur = *s;
+        }
+        if (e.max == kUnbounded) {
+          auto loop = new_nstate();
+          if (!loop) return loop.error();
+          auto body_end = new_nstate();
+          if (!body_end) return body_end.error();
+          nfa_[cur].eps.push_back(*loop);
+          nfa_[*loop].eps.push_back(out);
+          nfa_[*body_end].eps.push_back(*loop);
+          return build(e.kids[0], *loop, *body_end);
+        }
+        for (uint32_t i = e.min; i < e.max; ++i) {
+          auto s = new_nstate();
+          if (!s) return s.error();
+          nfa_[cur].eps.push_back(out);
+          SPILLWAY_TRY(build(e.kids[0], cur, *s));
+          cur = *s;
+        }
+        nfa_[cur].eps.push_back(out);
+        return {};
+      }
+      case ExprKind::kCall: nfa_[in].call_edges.push_back({e.rule, out}); return {};
+    }
+    return {};
+  }
+
+  void closure(std::vector<uint32_t>& set) {
+    std::vector<uint32_t> work = set;
+    while (!work.empty()) {
+      uint32_t s = work.back();
+      work.pop_back();
+      for (uint32_t t : nfa_[s].eps) {
+        if (mark_[t] != mark_gen_) {
+          mark_[t] = mark_gen_;
+          set.push_back(t);
+          work.push_back(t);
+        }
+      }
+    }
+    std::sort(set.begin(), set.end());
+  }
+
+  // The epsilon closure of seed, keeping only the states that matter for the future (those
+  // with byte or call edges, and the accept state): two closures with the same future are
+  // then one DFA state, which is what makes string loops self-loops.
+  std::vector<uint32_t> closed(const std::vector<uint32_t>& seed) {
+    ++mark_gen_;
+    if (mark_.size() < nfa_.size()) mark_.resize(nfa_.size(), 0);
+    std::vector<uint32_t> set;
+    for (uint32_t s : seed)
+      if (mark_[s] != mark_gen_) { mark_[s] = mark_gen_; set.push_back(s); }
+    closure(set);
+    std::erase_if(set, [&](uint32_t s) {
+      return s != accept_ && nfa_[s].byte_edges.empty() && nfa_[s].call_edges.empty();
+    });
+    return set;
+  }
+
+  Status compile_rule(RuleId r) {
+    nfa_.clear();
+    auto in = new_nstate();
+    if (!in) return in.error();
+    auto acc = new_nstate();
+    if (!acc) return acc.error();
+    SPILLWAY_TRY(build(g_.rule(r).body, *in, *acc));
+    const uint32_t accept = *acc;
+    accept_ = accept;
+
+    std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
+    std::vector<std::vector<uint32_t>> sets;
+    const uint32_t base = static_cast<uint32_t>(out_->states_.size());
+    auto intern = [&](std::vector<uint32_t> set) -> Result<uint32_t> {
+      auto [it, inserted] = ids.try_emplace(set, base + static_cast<uint32_t>(sets.size()));
+      if (inserted) {
+        if (base + sets.size() + 1 > limits_.max_dfa_states)
+          return Error{"grammar too large: more than " + std::to_string(limits_.max_dfa_states) + " automaton states"};
+        sets.push_back(std::move(set));
+        out_->states_.push_back(State{});
+      }
+      return it->second;
+    };
+    auto start = intern(closed({*in}));
+    if (!start) return start.error();
+    out_->rule_start_[r] = *start;
+
+    std::vector<std::vector<uint32_t>> buckets(256);  // byte -> NFA targets
+    for (size_t i = 0; i < sets.size(); ++i) {
+      SPILLWAY_TRY(over_time());
+      const std::vector<uint32_t> cur = sets[i];
+      State st{};
+      st.range_begin = static_cast<uint32_t>(out_->ranges_.size());
+      for (auto& b : buckets) b.clear();
+      for (uint32_t s : cur)
+        for (auto [bs, t] : nfa_[s].byte_edges)
+          for (uint8_t b : byteset_bytes_[bs]) buckets[b].push_back(t);
+      uint32_t prev_target = UINT32_MAX;
+      for (int b = 0; b < 256; ++b) {
+        const auto& targets = buckets[static_cast<size_t>(b)];
+        uint32_t target = UINT32_MAX;
+        if (!targets.empty()) {
+          if (b > 0 && prev_target != UINT32_MAX && targets == buckets[static_cast<size_t>(b - 1)]) {
+            target = prev_target;
+          } else {
+            auto t = intern(closed(targets));
+            if (!t) return t.error();
+            target = *t;
+          }
+        }
+        prev_target = target;
+        if (target == UINT32_MAX) continue;
+        auto& rs = out_->ranges_;
+        if (rs.size() > st.range_begin && rs.back().target == target && rs.back().hi + 1 == b) {
+          rs.back().hi = static_cast<uint8_t>(b);
+        } else {
+          rs.push_back(ByteRange{static_cast<uint8_t>(b), static_cast<uint8_t>(b), target});
+        }
+      }
+      st.range_end = static_cast<uint32_t>(out_->ranges_.size());
+      std::map<RuleId, std::vector<uint32_t>> by_rule;
+      for (uint32_t s : cur)
+        for (auto [rule, t] : nfa_[s].call_edges) by_rule[rule].push_back(t);
+      st.call_begin = static_cast<uint32_t>(out_->calls_.size());
+      for (auto& [rule, ts] : by_rule) {
+        auto t = intern(closed(ts));
+        if (!t) return t.error();
+        out_->calls_.push_back(CallEdge{rule, *t});
+      }
+      st.call_end = static_cast<uint32_t>(out_->calls_.size());
+      st.flags = std::binary_search(cur.begin(), cur.end(), accept) ? kFinal : 0;
+      out_->states_[base + i] = st;
+    }
+    return {};
+  }
+
+  // A rule is nullable when its start reaches a final state through calls of nullable rules
+  // only; left recursion is a cycle in "R may call S before consuming a byte".
+  Status check_left_recursion() {
+    const size_t n = g_.rule_count();
+    std::vector<char> nullable(n, 0);
+    auto explore = [&](RuleId r, std::vector<RuleId>* calls_seen) {
+      std::vector<uint32_t> work{out_->rule_start_[r]};
+      std::vector<uint32_t> seen{work[0]};
+      bool fin = false;
+      while (!work.empty()) {
+        uint32_t s = work.back();
+        work.pop_back();
+        const State& st = out_->states_[s];
+        if (st.flags & kFinal) fin = true;
+        for (const CallEdge* c = out_->calls_begin(st); c != out_->calls_end(st); ++c) {
+          if (calls_seen) calls_seen->push_back(c->rule);
+          if (nullable[c->rule] && std::find(seen.begin(), seen.end(), c->ret) == seen.end()) {
+            seen.push_back(c->ret);
+            work.push_back(c->ret);
+          }
+        }
+      }
+      return fin;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (RuleId r = 0; r < n; ++r)
+        if (!nullable[r] && explore(r, nullptr)) { nullable[r] = 1; changed = true; }
+    }
+    std::vector<std::vector<RuleId>> left(n);
+    for (RuleId r = 0; r < n; ++r) explore(r, &left[r]);
+    std::vector<int> color(n, 0);  // 0 new, 1 on stack, 2 done
+    std::string cycle;
+    std::function<bool(RuleId)> dfs = [&](RuleId r) {
+      color[r] = 1;
+      for (RuleId s : left[r]) {
+        if (color[s] == 1) { cycle = g_.rule(s).name; return true; }
+        if (color[s] == 0 && dfs(s)) return true;
+      }
+      color[r] = 2;
+      return false;
+    };
+    for (RuleId r = 0; r < n; ++r)
+      if (color[r] == 0 && dfs(r))
+        return Error{"grammar is left-recursive through rule '" + cycle + "'"};
+    return {};
+  }
+
+  // kStringLoop: every safe ASCII byte (0x20-0x7F but '"' and '\\') and every complete
+  // UTF-8 multi-byte character (lead C2-F4, continuations 80-BF) leads from s back to s.
+  void mark_string_loops() {
+    for (uint32_t s = 0; s < out_->states_.size(); ++s) {
+      bool ok = true;
+      for (int b = 0x20; b < 0x80 && ok; ++b)
+        if (b != '"' && b != '\\' && out_->next(s, static_cast<uint8_t>(b)) != s) ok = false;
+      if (!ok) continue;
+      // Product walk with the UTF-8 automaton (grammar/utf8.h) over non-ASCII bytes.
+      std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+      while (!work.empty() && ok) {
+        auto [q, u] = work.back();
+        work.pop_back();
+        for (int b = 0x80; b <= 0xFF && ok; ++b) {
+          int nu = utf8_step(u, static_cast<uint8_t>(b));
+          if (nu < 0) continue;
+          uint32_t t = out_->next(q, static_cast<uint8_t>(b));
+          if (t == UINT32_MAX) { ok = false; break; }
+          if (nu == 0) { if (t != s) ok = false; continue; }
+          std::pair<uint32_t, int> key{t, nu};
+          if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+          if (seen.size() > 64) { ok = false; break; }
+          seen.push_back(key);
+          work.push_back(key);
+        }
+      }
+      if (ok) out_->states_[s].flags |= kStringLoop;
+    }
+  }
+
+  const Grammar& g_;
+  CompileLimits limits_;
+  std::chrono::steady_clock::time_point t0_;
+  CompiledGrammar* out_ = nullptr;
+  std::vector<NState> nfa_;
+  std::vector<ByteSet> bytesets_;
+  std::vector<std::vector<uint8_t>> byteset_bytes_;
+  uint32_t accept_ = 0;
+  std::unordered_map<ByteSet, uint32_t> byteset_ids_;
+  std::vector<uint32_t> mark_;
+  uint32_t mark_gen_ = 0;
+  uint64_t total_nfa_ = 0;
+  uint64_t tick_ = 0;
+};
+
+Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(const Grammar& g,
+                                                                         const CompileLimits& limits) {
+  Compiler c(g, limits);
+  return c.run();
+}
+
+}  // namespace spillway::grammar

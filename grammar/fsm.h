@@ -1,0 +1,79 @@
+// CompiledGrammar: the IR compiled for the matcher. Every rule body becomes a
+// deterministic automaton over bytes whose edges are byte ranges or calls of other rules
+// (a deterministic recursive transition network). States of all rules share one index
+// space. Immutable after compile(); shared read-only between threads and matchers
+// (std::shared_ptr<const CompiledGrammar>).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "grammar/ir.h"
+
+namespace spillway::grammar {
+
+struct CompileLimits {
+  uint32_t max_nfa_states = 400'000;  // Thompson states over all rules
+  uint32_t max_dfa_states = 200'000;  // determinized states over all rules
+  double max_seconds = 1.0;           // wall-clock cap of one compile
+};
+
+struct ByteRange {
+  uint8_t lo, hi;   // inclusive
+  uint32_t target;  // state
+};
+
+struct CallEdge {
+  RuleId rule;
+  uint32_t ret;  // state to continue in once `rule` completes
+};
+
+enum StateFlags : uint8_t {
+  kFinal = 1,       // the rule may end here
+  kStringLoop = 2,  // every JSON-string-safe UTF-8 character leads back here (see token_trie.h)
+};
+
+struct State {
+  uint32_t range_begin, range_end;  // into ranges
+  uint32_t call_begin, call_end;    // into calls
+  uint8_t flags;
+};
+
+class CompiledGrammar {
+ public:
+  static Result<std::shared_ptr<const CompiledGrammar>> compile(const Grammar& g,
+                                                                 const CompileLimits& limits = {});
+
+  uint32_t rule_start(RuleId r) const { return rule_start_[r]; }
+  RuleId root() const { return root_; }
+  const State& state(uint32_t s) const { return states_[s]; }
+  size_t state_count() const { return states_.size(); }
+  const ByteRange* ranges_begin(const State& s) const { return ranges_.data() + s.range_begin; }
+  const ByteRange* ranges_end(const State& s) const { return ranges_.data() + s.range_end; }
+  const CallEdge* calls_begin(const State& s) const { return calls_.data() + s.call_begin; }
+  const CallEdge* calls_end(const State& s) const { return calls_.data() + s.call_end; }
+  // The target of `byte` from state s, or UINT32_MAX.
+  uint32_t next(uint32_t s, uint8_t byte) const {
+    const State& st = states_[s];
+    for (const ByteRange* r = ranges_begin(st), *e = ranges_end(st); r != e; ++r) {
+      if (byte < r->lo) break;
+      if (byte <= r->hi) return r->target;
+    }
+    return UINT32_MAX;
+  }
+  const std::string& rule_name(RuleId r) const { return rule_names_[r]; }
+
+ private:
+  std::vector<State> states_;
+  std::vector<ByteRange> ranges_;
+  std::vector<CallEdge> calls_;
+  std::vector<uint32_t> rule_start_;
+  std::vector<std::string> rule_names_;
+  RuleId root_ = 0;
+  friend class Compiler;
+};
+
+}  // namespace spillway::grammar

@@ -1,0 +1,177 @@
+#include "grammar/matcher.h"
+
+#include <cassert>
+#include <cstring>
+
+namespace spillway::grammar {
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar,
+                 std::shared_ptr<const TokenTrie> trie, MatcherLimits limits)
+    : grammar_(std::move(grammar)), trie_(std::move(trie)), limits_(limits) {
+  frames_.reserve(4096);
+  scratch_.reserve(1 << 16);
+  bool accepting = false;
+  add(grammar_->rule_start(grammar_->root()), kBottom, sets_, 0, accepting);
+  history_.push_back(Checkpoint{0, static_cast<uint32_t>(sets_.size()),
+                                static_cast<uint32_t>(frames_.size()), accepting, false});
+}
+
+void Matcher::add(uint32_t state, uint32_t parent, std::vector<uint32_t>& dst, size_t dst_begin,
+                  bool& accepting) {
+  const CompiledGrammar& g = *grammar_;
+  const State& st = g.state(state);
+  if (st.range_end > st.range_begin) {
+    for (size_t i = dst_begin; i < dst.size(); ++i) {
+      const Frame& f = frames_[dst[i]];
+      if (f.state == state && f.parent == parent) return;
+    }
+    if (dst.size() - dst_begin >= limits_.max_stacks) { overflow_ = true; return; }
+    frames_.push_back(Frame{state, parent});
+    dst.push_back(static_cast<uint32_t>(frames_.size() - 1));
+  }
+  for (const CallEdge* c = g.calls_begin(st), *e = g.calls_end(st); c != e; ++c) {
+    frames_.push_back(Frame{c->ret, parent});
+    add(g.rule_start(c->rule), static_cast<uint32_t>(frames_.size() - 1), dst, dst_begin, accepting);
+  }
+  if (st.flags & kFinal) {
+    if (parent == kBottom) {
+      accepting = true;
+    } else {
+      const Frame pf = frames_[parent];
+      add(pf.state, pf.parent, dst, dst_begin, accepting);
+    }
+  }
+}
+
+bool Matcher::step(const std::vector<uint32_t>& src, size_t begin, size_t end, uint8_t byte,
+                   std::vector<uint32_t>& dst, size_t dst_begin) {
+  bool accepting = false;
+  const CompiledGrammar& g = *grammar_;
+  for (size_t i = begin; i < end; ++i) {
+    const Frame f = frames_[src[i]];
+    uint32_t t = g.next(f.state, byte);
+    if (t != UINT32_MAX) add(t, f.parent, dst, dst_begin, accepting);
+  }
+  return accepting;
+}
+
+bool Matcher::advance(std::string_view bytes, bool& accepting) {
+  const Checkpoint& cur = history_.back();
+  const size_t frames_before = frames_.size();
+  scratch_.clear();
+  scratch_.insert(scratch_.end(), sets_.begin() + cur.set_begin, sets_.begin() + cur.set_end);
+  size_t begin = 0, end = scratch_.size();
+  accepting = cur.accepting;
+  overflow_ = false;
+  for (unsigned char b : bytes) {
+    size_t nb = scratch_.size();
+    accepting = step(scratch_, begin, end, b, scratch_, nb);
+    begin = nb;
+    end = scratch_.size();
+    if ((begin == end && !accepting) || overflow_) break;
+  }
+  if (overflow_ || (begin == end && !accepting)) {
+    frames_.resize(frames_before);
+    return false;
+  }
+  if (bytes.empty()) return true;
+  uint32_t sb = static_cast<uint32_t>(sets_.size());
+  sets_.insert(sets_.end(), scratch_.begin() + static_cast<std::ptrdiff_t>(begin),
+               scratch_.begin() + static_cast<std::ptrdiff_t>(end));
+  history_.push_back(Checkpoint{sb, static_cast<uint32_t>(sets_.size()),
+                                static_cast<uint32_t>(frames_.size()), accepting, false});
+  return true;
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  if (is_terminated()) return false;
+  bool accepting = false;
+  if (bytes.empty()) {
+    history_.push_back(history_.back());
+    return true;
+  }
+  return advance(bytes, accepting);
+}
+
+Status Matcher::accept_token(int32_t token) {
+  if (!trie_ || token < 0 || static_cast<size_t>(token) >= trie_->vocab_size())
+    return Error{"token " + std::to_string(token) + " is outside the vocabulary"};
+  if (is_terminated()) return Error{"the grammar has already ended"};
+  if (trie_->is_eos(token)) {
+    if (!is_accepting()) return Error{"end of generation is not allowed before the grammar is complete"};
+    Checkpoint c = history_.back();
+    c.terminated = true;
+    c.set_begin = c.set_end;
+    history_.push_back(c);
+    return {};
+  }
+  const std::string& bytes = trie_->token_bytes(token);
+  bool accepting = false;
+  if (bytes.empty() || !advance(bytes, accepting))
+    return Error{"token " + std::to_string(token) + " is not allowed by the grammar here"};
+  return {};
+}
+
+void Matcher::rollback(size_t n) {
+  assert(n <= accepted_count());
+  history_.resize(history_.size() - n);
+  const Checkpoint& c = history_.back();
+  sets_.resize(c.set_end);
+  frames_.resize(c.frames);
+}
+
+void Matcher::walk(const ByteTrie& trie, uint32_t node, size_t begin, size_t end, uint64_t* mask) {
+  const TrieNode& n = trie.node(node);
+  const uint32_t last = n.first_child + n.n_children;
+  for (uint32_t ci = n.first_child; ci < last; ++ci) {
+    const TrieNode& c = trie.node(ci);
+    const size_t frames_before = frames_.size();
+    const size_t nb = scratch_.size();
+    const bool accepting = step(scratch_, begin, end, c.byte, scratch_, nb);
+    const size_t ne = scratch_.size();
+    ++steps_;
+    if (ne > nb || accepting) {
+      for (uint32_t k = c.token_begin; k < c.token_end; ++k) {
+        uint32_t id = static_cast<uint32_t>(trie.tokens()[k]);
+        mask[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+      if (ne > nb && c.n_children) walk(trie, ci, nb, ne, mask);
+    }
+    scratch_.resize(nb);
+    frames_.resize(frames_before);
+    if (steps_ > limits_.max_mask_steps || overflow_) return;
+  }
+}
+
+Status Matcher::compute_mask(uint64_t* mask, MaskStats* stats) {
+  assert(trie_);
+  const size_t words = trie_->mask_words();
+  const Checkpoint& cur = history_.back();
+  steps_ = 0;
+  overflow_ = false;
+  bool fast = cur.set_end > cur.set_begin;
+  for (uint32_t i = cur.set_begin; i < cur.set_end && fast; ++i)
+    if (!(grammar_->state(frames_[sets_[i]].state).flags & kStringLoop)) fast = false;
+  if (fast) {
+    std::memcpy(mask, trie_->string_slice_mask().data(), words * sizeof(uint64_t));
+  } else {
+    std::memset(mask, 0, words * sizeof(uint64_t));
+  }
+  if (cur.set_end > cur.set_begin) {
+    const size_t frames_before = frames_.size();
+    scratch_.clear();
+    scratch_.insert(scratch_.end(), sets_.begin() + cur.set_begin, sets_.begin() + cur.set_end);
+    walk(fast ? trie_->string_suffixes() : trie_->full(), 0, 0, scratch_.size(), mask);
+    frames_.resize(frames_before);
+  }
+  if (cur.accepting && !cur.terminated)
+    for (int32_t id : trie_->eos_ids()) mask[id >> 6] |= uint64_t{1} << (id & 63);
+  if (stats) { stats->steps = steps_; stats->string_fast_path = fast; }
+  if (overflow_)
+    return Error{"grammar too ambiguous: more than " + std::to_string(limits_.max_stacks) + " parse stacks"};
+  if (steps_ > limits_.max_mask_steps)
+    return Error{"token mask exceeded its cap of " + std::to_string(limits_.max_mask_steps) + " steps"};
+  return {};
+}
+
+}  // namespace spillway::grammar

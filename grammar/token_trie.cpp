@@ -1,0 +1,83 @@
+#include "grammar/token_trie.h"
+
+#include <algorithm>
+
+#include "grammar/utf8.h"
+
+namespace spillway::grammar {
+
+size_t string_slice_prefix(const std::string& s) {
+  size_t boundary = 0;
+  int u = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (u == 0 && c < 0x80 && (c < 0x20 || c == '"' || c == '\\')) break;
+    u = utf8_step(u, c);
+    if (u < 0) break;
+    if (u == 0) boundary = i + 1;
+  }
+  return boundary;
+}
+
+ByteTrie ByteTrie::build(std::vector<std::pair<std::string, int32_t>> entries) {
+  std::sort(entries.begin(), entries.end());
+  ByteTrie t;
+  t.nodes_.reserve(entries.size() * 2 + 1);
+  t.token_ids_.reserve(entries.size());
+  t.nodes_.push_back(TrieNode{0, 0, 0, 0, 0});
+  // Breadth-first over (node, [lo, hi) of entries sharing the node's prefix, depth) so
+  // every node's children are contiguous.
+  struct Item { uint32_t node; size_t lo, hi, depth; };
+  std::vector<Item> queue{{0, 0, entries.size(), 0}};
+  for (size_t q = 0; q < queue.size(); ++q) {
+    Item it = queue[q];
+    size_t i = it.lo;
+    t.nodes_[it.node].token_begin = static_cast<uint32_t>(t.token_ids_.size());
+    while (i < it.hi && entries[i].first.size() == it.depth) t.token_ids_.push_back(entries[i++].second);
+    t.nodes_[it.node].token_end = static_cast<uint32_t>(t.token_ids_.size());
+    t.nodes_[it.node].first_child = static_cast<uint32_t>(t.nodes_.size());
+    uint32_t n = 0;
+    while (i < it.hi) {
+      unsigned char b = static_cast<unsigned char>(entries[i].first[it.depth]);
+      size_t j = i;
+      while (j < it.hi && static_cast<unsigned char>(entries[j].first[it.depth]) == b) ++j;
+      uint32_t child = static_cast<uint32_t>(t.nodes_.size());
+      t.nodes_.push_back(TrieNode{0, 0, 0, 0, b});
+      queue.push_back({child, i, j, it.depth + 1});
+      ++n;
+      i = j;
+    }
+    t.nodes_[it.node].n_children = n;
+  }
+  return t;
+}
+
+bool TokenTrie::is_eos(int32_t id) const {
+  return std::find(vocab_.eos_ids.begin(), vocab_.eos_ids.end(), id) != vocab_.eos_ids.end();
+}
+
+std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
+  auto t = std::make_shared<TokenTrie>();
+  t->vocab_ = std::move(vocab);
+  const size_t n = t->vocab_.tokens.size();
+  t->slice_mask_.assign((n + 63) / 64, 0);
+  std::vector<std::pair<std::string, int32_t>> all, suffixes;
+  all.reserve(n);
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& s = t->vocab_.tokens[id];
+    if (s.empty() || t->is_eos(static_cast<int32_t>(id))) continue;
+    all.emplace_back(s, static_cast<int32_t>(id));
+    size_t p = string_slice_prefix(s);
+    if (p == s.size()) {
+      t->slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
+      ++t->slice_count_;
+    } else {
+      suffixes.emplace_back(s.substr(p), static_cast<int32_t>(id));
+    }
+  }
+  t->full_ = ByteTrie::build(std::move(all));
+  t->suffixes_ = ByteTrie::build(std::move(suffixes));
+  return t;
+}
+
+}  // namespace spillway::grammar
