@@ -178,7 +178,8 @@ void bench_dram_read(benchmark::State& state) {
 
 void register_all() {
   benchmark::RegisterBenchmark("dram_read/probe", bench_dram_read)->Unit(benchmark::kMillisecond)->UseRealTime();
-  constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                              DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};
   for (DType type : kTypes) {
     // Q8_0 / Q4_0: the tiled layout the engine runs on (resident or streamed layers), and the

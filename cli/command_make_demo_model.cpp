@@ -24,16 +24,23 @@ int make_demo_model(MakeDemoModelOptions o) {
   static const std::map<std::string, kernels::DType> kTypes = {
       {"f32", kernels::DType::F32},   {"f16", kernels::DType::F16},
       {"bf16", kernels::DType::BF16}, {"q8_0", kernels::DType::Q8_0},
-      {"q4_0", kernels::DType::Q4_0}, {"q4_k", kernels::DType::Q4_K},
-      {"q6_k", kernels::DType::Q6_K}};
+      {"q4_0", kernels::DType::Q4_0}, {"q4_1", kernels::DType::Q4_1},
+      {"q5_0", kernels::DType::Q5_0}, {"q5_1", kernels::DType::Q5_1},
+      {"q2_k", kernels::DType::Q2_K}, {"q3_k", kernels::DType::Q3_K},
+      {"q4_k", kernels::DType::Q4_K}, {"q5_k", kernels::DType::Q5_K},
+      {"q6_k", kernels::DType::Q6_K}, {"q4_k_m", kernels::DType::Q4_K},
+      {"q5_k_m", kernels::DType::Q5_K}};
   std::string type = o.type;
   for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   auto it = kTypes.find(type);
   if (it == kTypes.end()) {
-    fmt::print(stderr, "error: --type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q4_k, q6_k\n",
+    fmt::print(stderr,
+               "error: --type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, "
+               "q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m\n",
                o.type);
     return 2;
   }
+  o.model.k_mix = type.ends_with("_m");
   o.model.type = it->second;
   auto resolved = tools::resolve_demo_model_options(o.model);
   if (!resolved) {
@@ -76,7 +83,9 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--kv-heads", opts->model.kv_heads, "KV heads (default heads/2)");
   cmd->add_option("--vocab", opts->model.vocab, "Vocabulary size");
   cmd->add_option("--context", opts->model.context, "Context length");
-  cmd->add_option("--type", opts->type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k");
+  cmd->add_option("--type", opts->type,
+                  "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the "
+                  "mixes q4_k_m q5_k_m (llama-quantize's: some tensors Q6_K)");
   cmd->add_option("--seed", opts->model.seed);
   cmd->callback([opts, &exit_code] { exit_code = make_demo_model(*opts); });
 }

@@ -38,6 +38,12 @@ DotKind dot_kind(DType t) {
     case DType::Q4_0: return {DotFamily::Tile, 1};
     case DType::Q4_K: return {DotFamily::KQuant, 0};
     case DType::Q6_K: return {DotFamily::KQuant, 1};
+    case DType::Q5_K: return {DotFamily::KQuant, 2};
+    case DType::Q3_K: return {DotFamily::KQuant, 3};
+    case DType::Q2_K: return {DotFamily::KQuant, 4};
+    case DType::Q4_1: return {DotFamily::KQuant, 5};
+    case DType::Q5_0: return {DotFamily::KQuant, 6};
+    case DType::Q5_1: return {DotFamily::KQuant, 7};
   }
   assert(false && "dot_kind: unsupported type");
   return {DotFamily::Float, 0};

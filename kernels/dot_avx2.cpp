@@ -383,6 +383,381 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
+// ---- Q5_K x Q8_K ----------------------------------------------------------------------------
+
+template <int NX>
+void dot_q5_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ5_K*>(w);
+  const auto* xbase = static_cast<const uint8_t*>(x);
+  float acc[NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), bit = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < cols / kQK_K; ++b) {
+    alignas(16) uint8_t sc[8], mn[8];
+    q4k_scales_mins(wb[b].scales, sc, mn);
+    const __m128i mins8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qh));
+    __m256i isum[NX];
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs + 32 * c));
+      // Bit 4 of sub-block j's quants is bit j of qh (a 16-bit shift keeps each byte's bit j
+      // at its bit 0 once masked).
+      const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4);
+      const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low_mask), h_lo);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), h_hi);
+      const __m256i sc_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
+      const __m256i sc_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * c));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 64 * c + 32));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sc_lo);
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sc_hi);
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(p0, p1));
+      }
+    }
+    const float dw = half_to_float(wb[b].d), dmin = half_to_float(wb[b].dmin);
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+      const int32_t sum_mins = hsum_i32(_mm256_madd_epi16(bsums, mins16));
+      const float d = xb.d * dw, dm = xb.d * dmin;
+      acc[i] += d * static_cast<float>(hsum_i32(isum[i])) - dm * static_cast<float>(sum_mins);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
+}
+
+// ---- Q3_K / Q2_K x Q8_K ----------------------------------------------------------------------
+// Both store element 128h + 32j + l's low two bits at bits 2j of qs[32h + l]. Q3_K multiplies
+// unsigned codes (q + 4, 0..7) and removes the offset through the block sums:
+// sum (code - 4) x = sum code x - 4 bs.
+
+template <bool kQ3, int NX>
+void dot_q3_q2_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+  const auto* xbase = static_cast<const uint8_t*>(x);
+  float acc[NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
+  const __m256i m3 = _mm256_set1_epi8(3), bit = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < cols / kQK_K; ++b) {
+    const uint8_t* qs;
+    const uint8_t* hmask = nullptr;
+    alignas(32) int16_t scales[16], mins[16];
+    float dw, dmin = 0.0f;
+    if constexpr (kQ3) {
+      const BlockQ3_K& blk = static_cast<const BlockQ3_K*>(w)[b];
+      qs = blk.qs;
+      hmask = blk.hmask;
+      for (int g = 0; g < 16; ++g) scales[g] = static_cast<int16_t>(q3k_scale(blk.scales, g));
+      dw = half_to_float(blk.d);
+    } else {
+      const BlockQ2_K& blk = static_cast<const BlockQ2_K*>(w)[b];
+      qs = blk.qs;
+      for (int g = 0; g < 16; ++g) {
+        scales[g] = static_cast<int16_t>(blk.scales[g] & 0x0F);
+        mins[g] = static_cast<int16_t>(blk.scales[g] >> 4);
+      }
+      dw = half_to_float(blk.d);
+      dmin = half_to_float(blk.dmin);
+    }
+    __m256i isum[NX];
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
+    const __m256i hm = kQ3 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)) : _mm256_setzero_si256();
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+      #pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m256i code = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * j), m3);
+        if constexpr (kQ3) {
+          const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), bit);
+          code = _mm256_or_si256(code, _mm256_slli_epi16(hb, 2));
+        }
+        const int g = 8 * h + 2 * j;  // groups g (first 16 values) and g + 1
+        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+        #pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 128 * h + 32 * j));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(code, xq), sc));
+        }
+      }
+    }
+    const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales));
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[b];
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+      if constexpr (kQ3) {
+        const int32_t offset = hsum_i32(_mm256_madd_epi16(bsums, sc16));
+        acc[i] += (xb.d * dw) * static_cast<float>(hsum_i32(isum[i]) - 4 * offset);
+      } else {
+        const __m256i mn16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins));
+        const int32_t sum_mins = hsum_i32(_mm256_madd_epi16(bsums, mn16));
+        const float d = xb.d * dw, dm = xb.d * dmin;
+        acc[i] += d * static_cast<float>(hsum_i32(isum[i])) - dm * static_cast<float>(sum_mins);
+      }
+    }
+  }
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
+}
+
+// ---- Q4_1 / Q5_0 / Q5_1 x Q8_K ---------------------------------------------------------------
+
+// 32 bytes, byte i = 0x10 where bit i of the little-endian word at p is set, else 0.
+inline __m256i high_bits_32(const uint8_t* p) {
+  uint32_t h;
+  std::memcpy(&h, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(h)),
+                                             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bits = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// The 32 unsigned quants of a 32-value block in element order: nibbles (elements 0-15 low,
+// 16-31 high) plus, for the 5-bit types, bit 4 from qh.
+inline __m256i nibbles_32(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+template <DType T, int NX>
+void dot_q32_rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+  const auto* wbytes = static_cast<const uint8_t*>(w);
+  const auto* xbase = static_cast<const uint8_t*>(x);
+  float acc[NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t k = 0; k < cols / 32; ++k) {
+    __m256i q;
+    float dw, mw = 0.0f;
+    if constexpr (T == DType::Q4_1) {
+      const auto& blk = reinterpret_cast<const BlockQ4_1*>(wbytes)[k];
+      q = nibbles_32(blk.qs);
+      dw = half_to_float(blk.d);
+      mw = half_to_float(blk.m);
+    } else if constexpr (T == DType::Q5_0) {
+      const auto& blk = reinterpret_cast<const BlockQ5_0*>(wbytes)[k];
+      q = _mm256_or_si256(nibbles_32(blk.qs), high_bits_32(blk.qh));
+      dw = half_to_float(blk.d);
+    } else {
+      const auto& blk = reinterpret_cast<const BlockQ5_1*>(wbytes)[k];
+      q = _mm256_or_si256(nibbles_32(blk.qs), high_bits_32(blk.qh));
+      dw = half_to_float(blk.d);
+      mw = half_to_float(blk.m);
+    }
+    const int j = static_cast<int>(k % 8);
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(xbase + i * xs)[k / 8];
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+      int32_t isum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), ones));
+      const int32_t bs = a.bsums[2 * j] + a.bsums[2 * j + 1];
+      if constexpr (T == DType::Q5_0) {
+        isum -= 16 * bs;
+        acc[i] += (a.d * dw) * static_cast<float>(isum);
+      } else {
+        acc[i] += (a.d * dw) * static_cast<float>(isum) + (a.d * mw) * static_cast<float>(bs);
+      }
+    }
+  }
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
+}
+
+// ---- K-quant tiles x Q8_K: rows 0-7, then 8-15, in the 8 lanes --------------------------------
+// vpdpbusd's sum of four products per lane as maddubs + madd (no pair of products of these
+// quants reaches the int16 limit).
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+template <bool kQ5, int NX>
+void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys) {
+  constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
+  constexpr size_t kCodes = kQ5 ? 768 : 256;
+  const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), m6 = _mm256_set1_epi32(0x3F3F3F3F);
+  const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303);
+  const __m256i byte = _mm256_set1_epi32(0xFF), w16 = _mm256_set1_epi32(0x00FF00FF);
+  for (int half = 0; half < 2; ++half) {
+    const size_t hb = 32 * size_t(half);  // byte offset of rows 8-15 in a [16 rows][4] array
+    __m256 facc[NX];
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) facc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = tile + b * kBlockBytes;
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
+      const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+      const __m256i a = load32(blk + 64 + hb), bq = load32(blk + 128 + hb), cq = load32(blk + 192 + hb);
+      const __m256i sc_lo = _mm256_and_si256(a, m6), m_lo = _mm256_and_si256(bq, m6);
+      const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(cq, m4),
+                                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 6), m2), 4));
+      const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(cq, 4), m4),
+                                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(bq, 6), m2), 4));
+      const __m256i mins[4] = {_mm256_and_si256(m_lo, w16), _mm256_and_si256(_mm256_srli_epi32(m_lo, 8), w16),
+                               _mm256_and_si256(m_hi, w16), _mm256_and_si256(_mm256_srli_epi32(m_hi, 8), w16)};
+      __m256i isum[NX], smin[NX];
+      const BlockQ8_K* xb[NX];
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+        int32_t s32[8];
+        for (int j = 0; j < 8; ++j) s32[j] = xb[i]->bsums[2 * j] + xb[i]->bsums[2 * j + 1];
+        auto pair = [](int32_t lo, int32_t hi) { return _mm256_set1_epi32(int32_t((uint32_t(lo) & 0xFFFF) | (uint32_t(hi) << 16))); };
+        smin[i] = _mm256_add_epi32(
+            _mm256_add_epi32(_mm256_madd_epi16(mins[0], pair(s32[0], s32[2])), _mm256_madd_epi16(mins[1], pair(s32[1], s32[3]))),
+            _mm256_add_epi32(_mm256_madd_epi16(mins[2], pair(s32[4], s32[6])), _mm256_madd_epi16(mins[3], pair(s32[5], s32[7]))));
+        isum[i] = _mm256_setzero_si256();
+      }
+      #pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i src = c < 2 ? sc_lo : sc_hi;
+        const int sh = 16 * (c % 2);
+        const __m256i sc_a = _mm256_and_si256(_mm256_srli_epi32(src, sh), byte);
+        const __m256i sc_b = _mm256_and_si256(_mm256_srli_epi32(src, sh + 8), byte);
+        __m256i sa[NX], sb[NX];
+        #pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int l4 = 0; l4 < 8; ++l4) {
+          const __m256i v = load32(blk + kCodes + (c * 8 + l4) * 64 + hb);
+          __m256i lo = _mm256_and_si256(v, low);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+          if constexpr (kQ5) {
+            const __m256i h = load32(blk + 256 + l4 * 64 + hb);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
+          }
+          #pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) {
+            sa[i] = dot4(sa[i], lo, bcast4(xb[i]->qs + 64 * c + 4 * l4));
+            sb[i] = dot4(sb[i], hi, bcast4(xb[i]->qs + 64 * c + 32 + 4 * l4));
+          }
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_mullo_epi32(sa[i], sc_a), _mm256_mullo_epi32(sb[i], sc_b)));
+        }
+      }
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        const __m256 dx = _mm256_set1_ps(xb[i]->d);
+        const __m256 d = _mm256_mul_ps(dx, dw), dm = _mm256_mul_ps(dx, dmw);
+        const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(smin[i])));
+        facc[i] = _mm256_add_ps(facc[i], t);
+      }
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * half, facc[i]);
+  }
+}
+
+template <int NX>
+void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys) {
+  constexpr size_t kBlockBytes = kTileRows * 210;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
+  for (int hf = 0; hf < 2; ++hf) {
+    const size_t hb = 32 * size_t(hf);
+    __m256 facc[NX];
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) facc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = tile + b * kBlockBytes;
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3328 + 16 * hf)));
+      __m256i isum[NX];
+      const BlockQ8_K* xb[NX];
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+        isum[i] = _mm256_setzero_si256();
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int half = 0; half < 2; ++half) {
+          __m256i s[4][NX];
+          #pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            #pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) s[q][i] = _mm256_set1_epi32(-32 * xb[i]->bsums[8 * h + 2 * q + half]);
+          }
+          #pragma GCC unroll 4
+          for (int l4 = 4 * half; l4 < 4 * half + 4; ++l4) {
+            const __m256i qh = load32(blk + 2048 + (8 * h + l4) * 64 + hb);
+            const __m256i ql0 = load32(blk + (8 * (2 * h) + l4) * 64 + hb);
+            const __m256i ql1 = load32(blk + (8 * (2 * h + 1) + l4) * 64 + hb);
+            const __m256i code[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2h)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h))};
+            #pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+              #pragma GCC unroll 16
+              for (int i = 0; i < NX; ++i) s[q][i] = dot4(s[q][i], code[q], bcast4(xb[i]->qs + 128 * h + 32 * q + 4 * l4));
+            }
+          }
+          #pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            const int g = 8 * h + 2 * q + half;
+            const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g + 8 * hf)));
+            #pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(s[q][i], sc));
+          }
+        }
+      }
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(xb[i]->d), dw);
+        facc[i] = _mm256_add_ps(facc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])));
+      }
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * hf, facc[i]);
+  }
+}
+
+// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K. (No prefetch hints: AVX2 machines' hardware
+// prefetchers follow the single sequential stream of a tile.)
+template <int kKind>
+void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
+                     int /*flags*/) {
+  const auto* xp = static_cast<const uint8_t*>(x);
+#define SPILLWAY_KTILE(NX)                                                           \
+  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys);      \
+  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys);  \
+  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys);
+  switch (nx) {
+    case 1: { SPILLWAY_KTILE(1) break; }
+    case 2: { SPILLWAY_KTILE(2) break; }
+    case 3: { SPILLWAY_KTILE(3) break; }
+    default: { SPILLWAY_KTILE(4) break; }
+  }
+#undef SPILLWAY_KTILE
+}
+
 struct Q4KDot {
   template <int NX>
   static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
@@ -402,6 +777,44 @@ struct Q6KDot {
   }
 };
 
+// DotRowsFn for Fn<1..4>.
+template <template <int> class Rows>
+void dot_rows_dispatch(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  switch (nx) {
+    case 1: return Rows<1>::run(w, x, xs, cols, y, ys);
+    case 2: return Rows<2>::run(w, x, xs, cols, y, ys);
+    case 3: return Rows<3>::run(w, x, xs, cols, y, ys);
+    default: return Rows<4>::run(w, x, xs, cols, y, ys);
+  }
+}
+template <int NX>
+struct Q5KRows {
+  static void run(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+    dot_q5_k_rows<NX>(w, x, xs, cols, y, ys);
+  }
+};
+template <int NX>
+struct Q3KRows {
+  static void run(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+    dot_q3_q2_k_rows<true, NX>(w, x, xs, cols, y, ys);
+  }
+};
+template <int NX>
+struct Q2KRows {
+  static void run(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+    dot_q3_q2_k_rows<false, NX>(w, x, xs, cols, y, ys);
+  }
+};
+template <DType T>
+struct Q32Rows {
+  template <int NX>
+  struct Rows {
+    static void run(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
+      dot_q32_rows<T, NX>(w, x, xs, cols, y, ys);
+    }
+  };
+};
+
 }  // namespace
 
 void add_avx2_dot_kernels(KernelTable& t) {
@@ -417,6 +830,15 @@ void add_avx2_dot_kernels(KernelTable& t) {
   t.tile_dot[1] = tile_dot<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
+  t.kquant_dot[2] = dot_rows_dispatch<Q5KRows>;
+  t.kquant_dot[3] = dot_rows_dispatch<Q3KRows>;
+  t.kquant_dot[4] = dot_rows_dispatch<Q2KRows>;
+  t.kquant_dot[5] = dot_rows_dispatch<Q32Rows<DType::Q4_1>::Rows>;
+  t.kquant_dot[6] = dot_rows_dispatch<Q32Rows<DType::Q5_0>::Rows>;
+  t.kquant_dot[7] = dot_rows_dispatch<Q32Rows<DType::Q5_1>::Rows>;
+  t.kquant_tile_dot[0] = kquant_tile_dot<0>;
+  t.kquant_tile_dot[1] = kquant_tile_dot<1>;
+  t.kquant_tile_dot[2] = kquant_tile_dot<2>;
 }
 
 }  // namespace spillway::kernels

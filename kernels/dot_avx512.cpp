@@ -364,6 +364,193 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   for (int i = 0; i < NX; ++i) y[i * ys] = acc[i];
 }
 
+// ---- K-quant tiles x Q8_K: 16 rows in the lanes, vpdpbusd of unsigned quants against four
+// broadcast activation bytes ---------------------------------------------------------------------
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Prefetch hints of KQuantTileDotFn for the block at blk (kBlockBytes bytes).
+template <size_t kBlockBytes>
+inline void prefetch_tile_block(const uint8_t* blk, int64_t nb, int flags) {
+  if (!(flags & (kTileStream | kTilePrefetchNext))) return;
+  const size_t ahead = (flags & kTileStream) ? kPrefetchBytes : size_t(nb) * kBlockBytes;
+#pragma GCC unroll 64
+  for (size_t o = 0; o < kBlockBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + o), _MM_HINT_T0);
+}
+
+// Q4_K (kQ5 false) / Q5_K tiles. Per block: sub-block sums per row lane, times the 6-bit
+// scales (unpacked lane-wise from the three scale words), minus the mins times the
+// activation's 32-value sums; then DotRowsFn's float steps lane-wise.
+template <bool kQ5, int NX>
+void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+  constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
+  constexpr size_t kCodes = kQ5 ? 768 : 256;
+  __m512 facc[NX];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[i] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), m6 = _mm512_set1_epi32(0x3F3F3F3F);
+  const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303);
+  const __m512i byte = _mm512_set1_epi32(0xFF), w16 = _mm512_set1_epi32(0x00FF00FF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = tile + b * kBlockBytes;
+    prefetch_tile_block<kBlockBytes>(blk, nb, flags);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    const __m512i a = _mm512_loadu_si512(blk + 64), bq = _mm512_loadu_si512(blk + 128), cq = _mm512_loadu_si512(blk + 192);
+    const __m512i sc_lo = _mm512_and_si512(a, m6), m_lo = _mm512_and_si512(bq, m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(cq, m4),
+                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a, 6), m2), 4));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(cq, 4), m4),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(bq, 6), m2), 4));
+    // The mins as int16 pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) per lane.
+    const __m512i mins[4] = {_mm512_and_si512(m_lo, w16), _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), w16),
+                             _mm512_and_si512(m_hi, w16), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), w16)};
+    __m512i isum[NX], smin[NX];
+    const BlockQ8_K* xb[NX];
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      int32_t s32[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) s32[j] = xb[i]->bsums[2 * j] + xb[i]->bsums[2 * j + 1];
+      auto pair = [](int32_t lo, int32_t hi) { return _mm512_set1_epi32(int32_t((uint32_t(lo) & 0xFFFF) | (uint32_t(hi) << 16))); };
+      smin[i] = _mm512_add_epi32(
+          _mm512_add_epi32(_mm512_madd_epi16(mins[0], pair(s32[0], s32[2])), _mm512_madd_epi16(mins[1], pair(s32[1], s32[3]))),
+          _mm512_add_epi32(_mm512_madd_epi16(mins[2], pair(s32[4], s32[6])), _mm512_madd_epi16(mins[3], pair(s32[5], s32[7]))));
+      isum[i] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i src = c < 2 ? sc_lo : sc_hi;
+      const int sh = 16 * (c % 2);
+      const __m512i sc_a = _mm512_and_si512(_mm512_srli_epi32(src, sh), byte);
+      const __m512i sc_b = _mm512_and_si512(_mm512_srli_epi32(src, sh + 8), byte);
+      __m512i sa[NX], sb[NX];
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int l4 = 0; l4 < 8; ++l4) {
+        const __m512i v = _mm512_loadu_si512(blk + kCodes + (c * 8 + l4) * 64);
+        __m512i lo = _mm512_and_si512(v, low);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if constexpr (kQ5) {  // bit 4 of sub-block j's quants: bit j of the qh bytes
+          const __m512i h = _mm512_loadu_si512(blk + 256 + l4 * 64);
+          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c), one), 4));
+          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c + 1), one), 4));
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          sa[i] = _mm512_dpbusd_epi32(sa[i], lo, bcast4(xb[i]->qs + 64 * c + 4 * l4));
+          sb[i] = _mm512_dpbusd_epi32(sb[i], hi, bcast4(xb[i]->qs + 64 * c + 32 + 4 * l4));
+        }
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(_mm512_mullo_epi32(sa[i], sc_a), _mm512_mullo_epi32(sb[i], sc_b)));
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(xb[i]->d);
+      const __m512 d = _mm512_mul_ps(dx, dw), dm = _mm512_mul_ps(dx, dmw);
+      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])), _mm512_mul_ps(dm, _mm512_cvtepi32_ps(smin[i])));
+      facc[i] = _mm512_add_ps(facc[i], t);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
+}
+
+// Q6_K tiles: per group of 16, the sum of code * x (code = q + 32) starts from -32 * the
+// activation's group sum, so it is the sum of q * x; times the group's int8 scale.
+template <int NX>
+void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+  constexpr size_t kBlockBytes = kTileRows * 210;
+  __m512 facc[NX];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2h = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = tile + b * kBlockBytes;
+    prefetch_tile_block<kBlockBytes>(blk, nb, flags);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 3328)));
+    __m512i isum[NX];
+    const BlockQ8_K* xb[NX];
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      isum[i] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m512i s[4][NX];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) s[q][i] = _mm512_set1_epi32(-32 * xb[i]->bsums[8 * h + 2 * q + half]);
+        }
+#pragma GCC unroll 4
+        for (int l4 = 4 * half; l4 < 4 * half + 4; ++l4) {
+          const __m512i qh = _mm512_loadu_si512(blk + 2048 + (8 * h + l4) * 64);
+          const __m512i ql0 = _mm512_loadu_si512(blk + (8 * (2 * h) + l4) * 64);
+          const __m512i ql1 = _mm512_loadu_si512(blk + (8 * (2 * h + 1) + l4) * 64);
+          const __m512i code[4] = {
+              _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m2h)),
+              _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m2h)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m2h)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4),
+                              _mm512_and_si512(_mm512_srli_epi16(qh, 2), m2h))};
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) {
+              s[q][i] = _mm512_dpbusd_epi32(s[q][i], code[q], bcast4(xb[i]->qs + 128 * h + 32 * q + 4 * l4));
+            }
+          }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const int g = 8 * h + 2 * q + half;
+          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g)));
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(s[q][i], sc));
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(xb[i]->d), dw);
+      facc[i] = _mm512_add_ps(facc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])));
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
+}
+
+// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K (kquant_tile_dot's index).
+template <int kKind>
+void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
+                     int flags) {
+  const auto* xp = static_cast<const uint8_t*>(x);
+#define SPILLWAY_KTILE(NX)                                                  \
+  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags); \
+  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys, flags); \
+  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys, flags);
+  switch (nx) {
+    case 1: { SPILLWAY_KTILE(1) break; }
+    case 2: { SPILLWAY_KTILE(2) break; }
+    case 3: { SPILLWAY_KTILE(3) break; }
+    default: { SPILLWAY_KTILE(4) break; }
+  }
+#undef SPILLWAY_KTILE
+}
+
 struct Q4KDot {
   template <int NX>
   static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
@@ -396,6 +583,9 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.tile_dot[1] = tile_dot<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
+  t.kquant_tile_dot[0] = kquant_tile_dot<0>;
+  t.kquant_tile_dot[1] = kquant_tile_dot<1>;
+  t.kquant_tile_dot[2] = kquant_tile_dot<2>;
 }
 
 }  // namespace spillway::kernels

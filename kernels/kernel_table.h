@@ -15,7 +15,7 @@ namespace spillway::kernels {
 
 // The dot family of a weight type and its index in that family's KernelTable array:
 // Float (float_dot: F32 0, F16 1, BF16 2), Tile (tile_dot: Q8_0 0, Q4_0 1),
-// KQuant (kquant_dot: Q4_K 0, Q6_K 1).
+// KQuant (kquant_dot: Q4_K 0, Q6_K 1, Q5_K 2, Q3_K 3, Q2_K 4, Q4_1 5, Q5_0 6, Q5_1 7).
 enum class DotFamily { Float, Tile, KQuant };
 struct DotKind {
   DotFamily family;
@@ -27,7 +27,7 @@ DotKind dot_kind(DType t);
 enum class ActivationFormat {
   F32,   // the caller's fp32 rows as they are
   Q8,    // interleaved groups of int8 rows (below), for Q8_0 / Q4_0 weights
-  Q8_K,  // rows of BlockQ8_K (256 values, float d, int16 bsums), for Q4_K / Q6_K weights
+  Q8_K,  // rows of BlockQ8_K (256 values, float d, int16 bsums), for the KQuant family
 };
 ActivationFormat activation_format(DType t);
 
@@ -54,7 +54,8 @@ Q8Group q8_group(const void* group, int64_t n, int64_t b0 = 0);
 // Quantizes n values (a multiple of 32) into row `row` (< kTileActs) of a group. Every ISA's
 // quantizer gives bit-identical output.
 using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int32_t offset, void* group, int row);
-// Bytes of one Q8_K activation row of `cols` values, a multiple of 64.
+// Bytes of one Q8_K activation row of `cols` values (a multiple of 32; a last partial block
+// of 256 is quantized zero-padded), a multiple of 64.
 size_t q8_k_row_stride(int64_t cols);
 
 // ---- row-interleaved weight tiles (WeightLayout::Tiled: Q8_0, Q4_0) ---------------------
@@ -111,14 +112,41 @@ using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float*
 using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
                                 size_t ys, int flags);
 
-// ---- K-quant weights (Q4_K / Q6_K) x Q8_K activations ----------------------------------------
+// ---- the KQuant family x Q8_K activations -----------------------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.
 constexpr int kMaxDotRows = 4;
 // y[i * y_stride] = w_row · x_i for i < nx (1 <= nx <= kMaxDotRows), where x_i is the
-// activation row at x + i * x_stride bytes (BlockQ8_K); cols values. The integer sum of each
-// 256 block is exact and scaled once, in the scalar reference's order.
+// activation row at x + i * x_stride bytes (BlockQ8_K); cols values. Per output, from acc = 0,
+// block by block in increasing order (dx = the activation block's d, dw / dmin / mw the weight
+// block's fp16 fields widened, bs = the activation's 16-value block sums), with exact int32
+// integer sums:
+//   Q4_K / Q5_K / Q2_K (256 blocks): acc += (dx * dw) * float(sum_g sc_g * sum q x)
+//                                          - (dx * dmin) * float(sum_g m_g * bs_g)
+//   Q6_K / Q3_K (256 blocks):        acc += (dx * dw) * float(sum_g sc_g * sum q x), q signed
+//   Q5_0 (32 blocks):                acc += (dx * dw) * float(sum (q - 16) x)
+//   Q4_1 / Q5_1 (32 blocks):         acc += (dx * dw) * float(sum q x) + (dx * mw) * float(bs)
+// (a 32 block of Q4_1 / Q5_0 / Q5_1 reads sub-block k % 8 of activation block k / 8).
 using DotRowsFn = void (*)(const void* w_row, const void* x, size_t x_stride, int nx,
                            int64_t cols, float* y, size_t y_stride);
+// ---- K-quant tiles (WeightLayout::Tiled: Q4_K, Q5_K, Q6_K) -----------------------------------
+// kTileRows consecutive rows, block-major: block b of the tile at tile + b * 16 * block_bytes(t).
+// Inside, each field of ggml's block struct (Q4_K: d, dmin, scales[12], qs[128]; Q5_K: d, dmin,
+// scales[12], qh[32], qs[128]; Q6_K: ql[128], qh[64], scales[16], d) sits at 16 x its offset in
+// the struct as [bytes / unit][16 rows][unit], unit 2 for the fp16 fields, 1 for Q6_K's scales,
+// 4 otherwise. So one 64-byte load holds the same four quant bytes of all 16 rows (a vpdpbusd
+// against four broadcast activation bytes), and a tile takes exactly the bytes of its rows.
+bool has_kquant_tiles(DType t);
+// Packs nb blocks of 16 row-major rows (row r at rows + r * row_bytes) into a tile.
+void pack_kquant_tile(DType t, const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* tile);
+// Row r's block (ggml's struct) of the tile block at tile_block.
+void kquant_tile_row_block(DType t, const uint8_t* tile_block, int r, uint8_t* block);
+// y[i * ys + r] = row r of the tile · activation row i (BlockQ8_K rows at x + i * x_stride) for
+// r < 16, i < nx (1..kMaxDotRows), nb blocks, each output in DotRowsFn's order (so tiled and
+// row-major weights give the same bits). flags: kTileStream / kTilePrefetchNext as TileDotFn.
+using KQuantTileDotFn = void (*)(const uint8_t* tile, int64_t nb, const void* x, size_t x_stride, int nx, float* y,
+                                 size_t ys, int flags);
+// Index in KernelTable::kquant_tile_dot: Q4_K 0, Q6_K 1, Q5_K 2 (as dot_kind).
+
 // n values -> activation blocks. Every ISA's quantizer gives bit-identical output.
 using QuantizeActivationsFn = void (*)(const float* x, void* dst, int64_t n);
 
@@ -129,7 +157,8 @@ struct KernelTable {
   FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
   FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
-  DotRowsFn kquant_dot[2] = {};                   // Q4_K, Q6_K
+  DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()
+  KQuantTileDotFn kquant_tile_dot[3] = {};        // Q4_K, Q6_K, Q5_K tiles
 
   void (*to_fp16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;

@@ -36,8 +36,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // How a weight matrix's bytes are arranged.
 enum class WeightLayout : uint8_t {
   Rows,   // as stored in a model file: row r at data + r * row_bytes(type, cols)
-  Tiled,  // the type's row-interleaved tiles (kernels/kernel_table.h): Q8_0 / Q4_0 tiles of
-          // 16 rows, F32 / F16 / BF16 groups of 4 rows interleaved every 16 values; the rows
+  Tiled,  // the type's row-interleaved tiles (kernels/kernel_table.h): Q8_0 / Q4_0 / Q4_K /
+          // Q5_K / Q6_K tiles of 16 rows, F32 / F16 / BF16 groups of 4 rows interleaved every 16 values; the rows
           // after the last full tile stay row-major after the tiles. Same number of bytes.
 };
 
@@ -51,7 +51,7 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::Rows;
 };
 
-// True when a matrix of type t and width cols has a Tiled layout (Q8_0, Q4_0; F32, F16,
+// True when a matrix of type t and width cols has a Tiled layout (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; F32, F16,
 // BF16 when cols is a multiple of 16). matmul streams tiles as one sequential run of memory
 // (decode) and reads them with fewer cache misses (prefill, batched decode).
 bool has_tiled_layout(DType t, int64_t cols);

@@ -168,22 +168,108 @@ void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Grou
 
 // ---- K-quants ------------------------------------------------------------------------------
 
-void dot_q4_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wb = static_cast<const BlockQ4_K*>(w);
+// One 256 block of each: acc plus the block's term, in DotRowsFn's order.
+float q4_k_block(const BlockQ4_K& w, const BlockQ8_K& x, float acc) {
+  int32_t sum_q = 0, sum_mins = 0;
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    q4k_scale_min(w.scales, j, &sc, &m);
+    const uint8_t* q = w.qs + 32 * (j / 2);
+    const int shift = (j % 2) * 4;
+    int32_t sub = 0;
+    for (int l = 0; l < 32; ++l) sub += ((q[l] >> shift) & 0x0F) * x.qs[32 * j + l];
+    sum_q += sc * sub;
+    sum_mins += m * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+  }
+  const float d = x.d * fp16_to_fp32(w.d);
+  const float dmin = x.d * fp16_to_fp32(w.dmin);
+  return acc + (d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_mins));
+}
+
+float q5_k_block(const BlockQ5_K& w, const BlockQ8_K& x, float acc) {
+  int32_t sum_q = 0, sum_mins = 0;
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    q4k_scale_min(w.scales, j, &sc, &m);
+    int32_t sub = 0;
+    for (int l = 0; l < 32; ++l) sub += q5k_quant(w, 32 * j + l) * x.qs[32 * j + l];
+    sum_q += sc * sub;
+    sum_mins += m * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+  }
+  const float d = x.d * fp16_to_fp32(w.d);
+  const float dmin = x.d * fp16_to_fp32(w.dmin);
+  return acc + (d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_mins));
+}
+
+float q6_k_block(const BlockQ6_K& w, const BlockQ8_K& x, float acc) {
+  int32_t sum = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t group = 0;
+    for (int l = 0; l < 16; ++l) group += (q6k_quant(w, 16 * g + l) - 32) * x.qs[16 * g + l];
+    sum += w.scales[g] * group;
+  }
+  return acc + (x.d * fp16_to_fp32(w.d)) * static_cast<float>(sum);
+}
+
+template <class Block, float (*Step)(const Block&, const BlockQ8_K&, float)>
+void dot_k_rows(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const Block*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK_K; ++b) acc = Step(wb[b], xb[b], acc);
+    return acc;
+  });
+}
+
+// A tile: each row's blocks read back out of the tile, then the row kernel's arithmetic.
+template <DType T, class Block, float (*Step)(const Block&, const BlockQ8_K&, float)>
+void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
+                     int /*flags*/) {
+  for (int i = 0; i < nx; ++i) {
+    const auto* xb = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + i * xs);
+    for (int r = 0; r < kTileRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        Block blk;
+        kquant_tile_row_block(T, tile + b * kTileRows * sizeof(Block), r, reinterpret_cast<uint8_t*>(&blk));
+        acc = Step(blk, xb[b], acc);
+      }
+      y[i * ys + r] = acc;
+    }
+  }
+}
+
+void dot_q3_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ3_K*>(w);
+  for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
+    const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      int32_t sum = 0;
+      for (int g = 0; g < 16; ++g) {
+        int32_t group = 0;
+        for (int l = 0; l < 16; ++l) group += (q3k_code(wb[b], 16 * g + l) - 4) * xb[b].qs[16 * g + l];
+        sum += q3k_scale(wb[b].scales, g) * group;
+      }
+      acc += (xb[b].d * fp16_to_fp32(wb[b].d)) * static_cast<float>(sum);
+    }
+    return acc;
+  });
+}
+
+void dot_q2_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wb = static_cast<const BlockQ2_K*>(w);
   for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
     const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
     float acc = 0.0f;
     for (int64_t b = 0; b < cols / kQK_K; ++b) {
       int32_t sum_q = 0, sum_mins = 0;
-      for (int j = 0; j < 8; ++j) {
-        int sc, m;
-        q4k_scale_min(wb[b].scales, j, &sc, &m);
-        const uint8_t* q = wb[b].qs + 32 * (j / 2);
-        const int shift = (j % 2) * 4;
-        int32_t sub = 0;
-        for (int l = 0; l < 32; ++l) sub += ((q[l] >> shift) & 0x0F) * xb[b].qs[32 * j + l];
-        sum_q += sc * sub;
-        sum_mins += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+      for (int g = 0; g < 16; ++g) {
+        int32_t group = 0;
+        for (int l = 0; l < 16; ++l) group += q2k_low_bits(wb[b].qs, 16 * g + l) * xb[b].qs[16 * g + l];
+        sum_q += (wb[b].scales[g] & 0x0F) * group;
+        sum_mins += (wb[b].scales[g] >> 4) * xb[b].bsums[g];
       }
       const float d = xb[b].d * fp16_to_fp32(wb[b].d);
       const float dmin = xb[b].d * fp16_to_fp32(wb[b].dmin);
@@ -193,19 +279,33 @@ void dot_q4_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, flo
   });
 }
 
-void dot_q6_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  const auto* wb = static_cast<const BlockQ6_K*>(w);
+// Q4_1 / Q5_0 / Q5_1: 32-value blocks against sub-block k % 8 of Q8_K block k / 8.
+template <DType T>
+void dot_q32(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
+  const auto* wbytes = static_cast<const uint8_t*>(w);
   for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
     const auto* xb = reinterpret_cast<const BlockQ8_K*>(xr);
     float acc = 0.0f;
-    for (int64_t b = 0; b < cols / kQK_K; ++b) {
-      int32_t sum = 0;
-      for (int g = 0; g < 16; ++g) {
-        int32_t group = 0;
-        for (int l = 0; l < 16; ++l) group += (q6k_quant(wb[b], 16 * g + l) - 32) * xb[b].qs[16 * g + l];
-        sum += wb[b].scales[g] * group;
+    for (int64_t k = 0; k < cols / 32; ++k) {
+      const BlockQ8_K& a = xb[k / 8];
+      const int j = static_cast<int>(k % 8);
+      const int8_t* xq = a.qs + 32 * j;
+      int32_t isum = 0;
+      if constexpr (T == DType::Q4_1) {
+        const auto& blk = reinterpret_cast<const BlockQ4_1*>(wbytes)[k];
+        for (int l = 0; l < 16; ++l) isum += (blk.qs[l] & 0x0F) * xq[l] + (blk.qs[l] >> 4) * xq[l + 16];
+        const float bs = static_cast<float>(a.bsums[2 * j] + a.bsums[2 * j + 1]);
+        acc += (a.d * fp16_to_fp32(blk.d)) * static_cast<float>(isum) + (a.d * fp16_to_fp32(blk.m)) * bs;
+      } else if constexpr (T == DType::Q5_0) {
+        const auto& blk = reinterpret_cast<const BlockQ5_0*>(wbytes)[k];
+        for (int l = 0; l < 32; ++l) isum += (q5_quant(blk.qh, blk.qs, l) - 16) * xq[l];
+        acc += (a.d * fp16_to_fp32(blk.d)) * static_cast<float>(isum);
+      } else {
+        const auto& blk = reinterpret_cast<const BlockQ5_1*>(wbytes)[k];
+        for (int l = 0; l < 32; ++l) isum += q5_quant(blk.qh, blk.qs, l) * xq[l];
+        const float bs = static_cast<float>(a.bsums[2 * j] + a.bsums[2 * j + 1]);
+        acc += (a.d * fp16_to_fp32(blk.d)) * static_cast<float>(isum) + (a.d * fp16_to_fp32(blk.m)) * bs;
       }
-      acc += (xb[b].d * fp16_to_fp32(wb[b].d)) * static_cast<float>(sum);
     }
     return acc;
   });
@@ -314,8 +414,17 @@ constexpr KernelTable make_scalar_table() {
   t.float_tile_dot[2] = float_tile_dot<WidenBF16>;
   t.tile_dot[0] = tile_dot<DType::Q8_0>;
   t.tile_dot[1] = tile_dot<DType::Q4_0>;
-  t.kquant_dot[0] = dot_q4_k;
-  t.kquant_dot[1] = dot_q6_k;
+  t.kquant_dot[0] = dot_k_rows<BlockQ4_K, q4_k_block>;
+  t.kquant_dot[1] = dot_k_rows<BlockQ6_K, q6_k_block>;
+  t.kquant_dot[2] = dot_k_rows<BlockQ5_K, q5_k_block>;
+  t.kquant_dot[3] = dot_q3_k;
+  t.kquant_dot[4] = dot_q2_k;
+  t.kquant_dot[5] = dot_q32<DType::Q4_1>;
+  t.kquant_dot[6] = dot_q32<DType::Q5_0>;
+  t.kquant_dot[7] = dot_q32<DType::Q5_1>;
+  t.kquant_tile_dot[0] = kquant_tile_dot<DType::Q4_K, BlockQ4_K, q4_k_block>;
+  t.kquant_tile_dot[1] = kquant_tile_dot<DType::Q6_K, BlockQ6_K, q6_k_block>;
+  t.kquant_tile_dot[2] = kquant_tile_dot<DType::Q5_K, BlockQ5_K, q5_k_block>;
   t.to_fp16 = to_fp16_scalar;
   t.rms_norm = rms_norm_scalar;
   t.softmax = softmax_scalar;

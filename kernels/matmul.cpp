@@ -11,6 +11,7 @@
 #include <cassert>
 
 #include "kernels/kernel_table.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {
@@ -215,16 +216,31 @@ int64_t kquant_rows_per_unit(const WeightMatrix& w, const Context& c) {
   return items_per_unit(w.rows, c.threads, 4, c.m == 1 ? w.rows : std::max<int64_t>(1, (64 << 10) / w_row_bytes));
 }
 
-void kquant_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+// Tiled Q4_K / Q5_K / Q6_K: units of up to kMaxTilesPerUnit tiles, then one unit for the
+// row-major rows after the last full tile.
+bool kquant_tiled(const WeightMatrix& w) { return w.layout == WeightLayout::Tiled && has_kquant_tiles(w.type); }
+
+int64_t kquant_tiles_per_unit(const WeightMatrix& w, const Context& c) {
+  return items_per_unit(w.rows / kTileRows, c.threads, c.m == 1 ? 4 : 2, kMaxTilesPerUnit);
+}
+
+int64_t kquant_units(const WeightMatrix& w, const Context& c) {
+  if (kquant_tiled(w)) {
+    const int64_t full = w.rows / kTileRows, per_unit = kquant_tiles_per_unit(w, c);
+    return (full + per_unit - 1) / per_unit + (w.rows % kTileRows ? 1 : 0);
+  }
+  const int64_t per_unit = kquant_rows_per_unit(w, c);
+  return (w.rows + per_unit - 1) / per_unit;
+}
+
+// Rows [r0, r1) of row-major K-quant weights at wdata.
+void kquant_rows(const Context& c, const WeightMatrix& w, const uint8_t* wdata, int64_t r0, int64_t r1, float* y) {
   const DotRowsFn dot = c.kt.kquant_dot[dot_kind(w.type).index];
   const int64_t rows = w.rows, cols = w.cols, m = c.m;
   const size_t x_stride = q8_k_row_stride(cols);
-  const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int64_t w_row_bytes = row_bytes(w.type, cols);
-  const int64_t per_unit = kquant_rows_per_unit(w, c);
   int64_t act_tile = std::max<int64_t>(kMaxDotRows, (256 << 10) / int64_t(x_stride));
   act_tile = std::min(m, act_tile / kMaxDotRows * kMaxDotRows);
-  const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
   for (int64_t i0 = 0; i0 < m; i0 += act_tile) {
     const int64_t i1 = std::min(m, i0 + act_tile);
     for (int64_t j = r0; j < r1; ++j) {
@@ -237,6 +253,46 @@ void kquant_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   }
 }
 
+void kquant_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  if (!kquant_tiled(w)) {
+    const int64_t per_unit = kquant_rows_per_unit(w, c);
+    const int64_t r0 = u * per_unit, r1 = std::min(w.rows, r0 + per_unit);
+    kquant_rows(c, w, wdata, r0, r1, y);
+    return;
+  }
+  const int64_t rows = w.rows, m = c.m, nb = w.cols / kQK_K;
+  const size_t x_stride = q8_k_row_stride(w.cols);
+  const size_t tile_bytes = size_t(kTileRows) * size_t(row_bytes(w.type, w.cols));
+  const int64_t full_tiles = rows / kTileRows, per_unit = kquant_tiles_per_unit(w, c);
+  const int64_t n_tile_units = (full_tiles + per_unit - 1) / per_unit;
+  if (u >= n_tile_units) {  // the rows after the last full tile stay row-major
+    kquant_rows(c, w, wdata, full_tiles * kTileRows, rows, y);
+    return;
+  }
+  const KQuantTileDotFn dot = c.kt.kquant_tile_dot[dot_kind(w.type).index];
+  const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
+  auto tile_group = [&](int64_t t, int64_t i, int flags) {
+    const int nx = static_cast<int>(std::min<int64_t>(kMaxDotRows, m - i));
+    dot(wdata + t * tile_bytes, nb, c.xq + i * x_stride, x_stride, nx, y + i * rows + t * kTileRows, size_t(rows), flags);
+  };
+  if (m <= kFewActivationRows) {
+    // Decode and batched decode: each tile read once from DRAM by the first activation rows
+    // and reused from cache by the others, the last of which prefetches the next tile.
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t i = 0; i < m; i += kMaxDotRows) {
+        const bool last = i + kMaxDotRows >= m;
+        tile_group(t, i, i == 0 ? kTileStream : (last && t + 1 < full_tiles ? kTilePrefetchNext : 0));
+      }
+    }
+    return;
+  }
+  // Prefill: each block of activation rows stays in L1 across the unit's tiles (in L2).
+  for (int64_t i = 0; i < m; i += kMaxDotRows) {
+    for (int64_t t = t0; t < t1; ++t) tile_group(t, i, i == 0 ? kTileStream : 0);
+  }
+}
+
 // ---- the driver ------------------------------------------------------------------------------
 
 int64_t units_of(const WeightMatrix& w, const Context& c) {
@@ -246,10 +302,7 @@ int64_t units_of(const WeightMatrix& w, const Context& c) {
       return (w.rows + per_unit - 1) / per_unit;
     }
     case DotFamily::Tile: return tile_units(w, c);
-    case DotFamily::KQuant: {
-      const int64_t per_unit = kquant_rows_per_unit(w, c);
-      return (w.rows + per_unit - 1) / per_unit;
-    }
+    case DotFamily::KQuant: return kquant_units(w, c);
   }
   return 0;
 }
@@ -276,7 +329,14 @@ void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t
       kt.quantize_q8(x + i * cols, cols, offset, xq + (i / kTileActs) * q8_group_bytes(cols),
                      static_cast<int>(i % kTileActs));
     } else {
-      kt.quantize_q8_K(x + i * cols, xq + i * q8_k_row_stride(cols), cols);
+      uint8_t* row = xq + i * q8_k_row_stride(cols);
+      const int64_t full = cols / kQK_K * kQK_K;
+      if (full > 0) kt.quantize_q8_K(x + i * cols, row, full);
+      if (full < cols) {  // 32-value block types: the last block zero-padded to 256
+        float padded[kQK_K] = {};
+        std::copy(x + i * cols + full, x + (i + 1) * cols, padded);
+        kt.quantize_q8_K(padded, row + full / kQK_K * sizeof(BlockQ8_K), kQK_K);
+      }
     }
   };
   if (serial || m == 1 || m * cols < kSerialQuantizeLimit) {

@@ -37,12 +37,17 @@ Q8Group q8_group(const void* group, int64_t n, int64_t b0) {
   return g;
 }
 
-size_t q8_k_row_stride(int64_t cols) { return (size_t(cols / kQK_K) * sizeof(BlockQ8_K) + 63) & ~size_t{63}; }
+size_t q8_k_row_stride(int64_t cols) {
+  return (size_t((cols + kQK_K - 1) / kQK_K) * sizeof(BlockQ8_K) + 63) & ~size_t{63};
+}
 
 bool has_tiled_layout(DType t, int64_t cols) {
   switch (t) {
     case DType::Q8_0:
-    case DType::Q4_0: return true;
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
     case DType::F32:
     case DType::F16:
     case DType::BF16: return cols % 16 == 0;
@@ -90,13 +95,13 @@ void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64
 
 size_t retile_scratch_bytes(DType t, int64_t cols) {
   if (!has_tiled_layout(t, cols)) return 0;
-  return size_t(tile_groups(t) > 0 ? kTileRows : kFloatDotW) * size_t(row_bytes(t, cols));
+  return size_t(tile_groups(t) > 0 || has_kquant_tiles(t) ? kTileRows : kFloatDotW) * size_t(row_bytes(t, cols));
 }
 
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch) {
   assert(has_tiled_layout(t, cols));
   const size_t rb = size_t(row_bytes(t, cols));
-  if (tile_groups(t) == 0) {  // float weights: groups of kFloatDotW rows, 16 values at a time
+  if (tile_groups(t) == 0 && !has_kquant_tiles(t)) {  // float weights: groups of kFloatDotW rows, 16 values at a time
     const size_t chunk = 16 * size_t(block_bytes(t));
     auto* base = static_cast<uint8_t*>(data);
     auto* copy = static_cast<uint8_t*>(scratch);
@@ -114,6 +119,14 @@ void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scra
   const int64_t nb = cols / block_elems(t);
   auto* base = static_cast<uint8_t*>(data);
   auto* copy = static_cast<uint8_t*>(scratch);
+  if (has_kquant_tiles(t)) {
+    for (int64_t r0 = 0; r0 + kTileRows <= rows; r0 += kTileRows) {
+      uint8_t* tile = base + r0 * rb;
+      std::memcpy(copy, tile, kTileRows * rb);
+      pack_kquant_tile(t, copy, rb, nb, tile);
+    }
+    return;
+  }
   for (int64_t r0 = 0; r0 + kTileRows <= rows; r0 += kTileRows) {
     uint8_t* tile = base + r0 * rb;
     std::memcpy(copy, tile, kTileRows * rb);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string_view>
@@ -214,6 +215,18 @@ Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   return o;
 }
 
+// The tensors an _M mix stores in Q6_K: output.weight, and attn_v / ffn_down of layer i when
+// i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2 (llama.cpp's use_more_bits).
+static bool more_bits(const std::string& name, int32_t n_layers) {
+  if (name == "output.weight") return true;
+  int layer = 0;
+  char kind[32] = {};
+  if (std::sscanf(name.c_str(), "blk.%d.%31[a-z_]", &layer, kind) != 2) return false;
+  const std::string k = kind;
+  if (k != "attn_v" && k != "ffn_down") return false;
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
 Status write_demo_model(const std::string& path, const DemoModelOptions& options,
                         const std::function<void(int64_t, int64_t)>& progress) {
   auto resolved = resolve_demo_model_options(options);
@@ -256,7 +269,9 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   std::vector<float> values;
   for (const TensorSpec& spec : specs) {
     const bool is_matrix = spec.rows > 1;
-    const kernels::DType type = is_matrix ? o.type : kernels::DType::F32;
+    const kernels::DType type = !is_matrix                                   ? kernels::DType::F32
+                                : o.k_mix && more_bits(spec.name, o.layers) ? kernels::DType::Q6_K
+                                                                             : o.type;
     values.resize(static_cast<size_t>(spec.cols * spec.rows));
     if (spec.init == TensorSpec::Init::Ones) {
       std::fill(values.begin(), values.end(), 1.0f);

@@ -28,6 +28,10 @@ struct DemoModelOptions {
   int32_t vocab = 4096;  // at least 512
   int32_t context = 2048;
   kernels::DType type = kernels::DType::F16;  // 2-D weights; norms stay F32
+  // llama-quantize's _M mixes (Q4_K_M, Q5_K_M): output.weight, and attn_v / ffn_down of the
+  // layers llama.cpp gives more bits (the first and last eighth, every third in between),
+  // in Q6_K; everything else `type`.
+  bool k_mix = false;
   uint64_t seed = 0;
 };
 

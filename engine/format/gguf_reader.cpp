@@ -253,7 +253,8 @@ Result<TensorInfo> read_tensor_info(Cursor& c, uint64_t index, const std::string
   if (!type) return type.error();
   if (!kernels::is_supported(*type)) {
     return Error{fmt::format("{}: tensor '{}' has type {}, which is not supported (supported: "
-                             "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                             "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+                             "Q5_K, Q6_K)",
                              path, t.name, *type)};
   }
   t.type = static_cast<kernels::DType>(*type);

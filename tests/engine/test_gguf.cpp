@@ -365,7 +365,7 @@ TEST(GgufCorrupt, TensorDataPastTheEnd) {
 
 TEST(GgufCorrupt, UnknownTensorType) {
   const std::string path = temp_path("type.gguf");
-  for (uint32_t type : {3u /* Q4_1: real but unsupported */, 99u, 0xFFFFFFFFu}) {
+  for (uint32_t type : {16u /* IQ2_XXS: real but unsupported */, 99u, 0xFFFFFFFFu}) {
     std::vector<uint8_t> bytes = small_writer().serialize();
     poke<uint32_t>(bytes, tensor_fields(bytes, "a", 2).type, type);
     auto src = open_bytes(bytes, path);

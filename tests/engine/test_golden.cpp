@@ -248,7 +248,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GoldenModel{"stories260K.gguf", "stories260K.jsonl", false},
                       GoldenModel{"stories260K-f16.gguf", "stories260K-f16.jsonl", false},
                       GoldenModel{"stories260K-q8_0.gguf", "stories260K-q8_0.jsonl", true},
-                      GoldenModel{"llama-tiny-peaked-f16.gguf", "llama-tiny-peaked-f16.jsonl", false}),
+                      GoldenModel{"llama-tiny-peaked-f16.gguf", "llama-tiny-peaked-f16.jsonl", false},
+                      // llama-quantize's K-quant mixes: Q4_K + Q6_K; Q5_K + Q6_K; Q3_K + Q4_K + Q5_K + Q6_K.
+                      GoldenModel{"llama-tiny-peaked-q4_k_m.gguf", "llama-tiny-peaked-q4_k_m.jsonl", true},
+                      GoldenModel{"llama-tiny-peaked-q5_k_m.gguf", "llama-tiny-peaked-q5_k_m.jsonl", true},
+                      GoldenModel{"llama-tiny-peaked-q3_k_m.gguf", "llama-tiny-peaked-q3_k_m.jsonl", true}),
     [](const auto& info) {
       std::string name = info.param.model_file;
       name = name.substr(0, name.find(".gguf"));

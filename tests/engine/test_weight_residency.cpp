@@ -70,11 +70,12 @@ class WeightResidencyTest : public ::testing::TestWithParam<kernels::DType> {
             ("spillway-residency-" + std::to_string(getpid()) + "-" +
              std::string(kernels::dtype_name(GetParam())) + ".gguf");
     DemoModelOptions o;
+    const bool k_quant = kernels::block_elems(GetParam()) == kernels::kQK_K;  // rows of 256 blocks
     o.layers = 6;
-    o.dim = 128;
+    o.dim = k_quant ? 256 : 128;
     o.heads = 4;
     o.kv_heads = 2;
-    o.ff = 256;
+    o.ff = k_quant ? 512 : 256;
     o.vocab = 600;
     o.type = GetParam();
     ASSERT_TRUE(write_demo_model(path_.string(), o).ok());
@@ -214,7 +215,11 @@ TEST_P(WeightResidencyTest, ALoweredLimitShedsEnoughToGetBackAboveTheFloor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightResidencyTest,
-                         ::testing::Values(kernels::DType::F16, kernels::DType::Q8_0, kernels::DType::Q4_0),
+                         // Q4_K / Q5_K / Q6_K run retiled when resident or streamed, row-major
+                         // in the plain engine; Q3_K has no tiles.
+                         ::testing::Values(kernels::DType::F16, kernels::DType::Q8_0, kernels::DType::Q4_0,
+                                           kernels::DType::Q3_K, kernels::DType::Q4_K, kernels::DType::Q5_K,
+                                           kernels::DType::Q6_K),
                          [](const auto& info) { return std::string(kernels::dtype_name(info.param)); });
 
 }  // namespace

@@ -55,8 +55,12 @@ struct AlignedBuffer {
   T* p_;
 };
 
-constexpr DType kAllWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                     DType::Q4_0, DType::Q4_K, DType::Q6_K};
+constexpr DType kAllWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                                     DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                                     DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// The types whose dot kernels read Q8_K activations (kernel_table.h's KQuant family).
+constexpr DType kKQuantTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
+                                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 inline std::string isa_label(Isa isa) { return std::string(isa_name(isa)); }
 

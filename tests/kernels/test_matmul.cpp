@@ -40,8 +40,10 @@ std::vector<float> effective_activations(DType t, const float* x, int64_t m, int
         const auto* bytes = reinterpret_cast<const int8_t*>(&g.q4[(k / 32 * 8 + k % 32 / 4) * kTileActs]);
         o[k] = g.d[k / 32 * kTileActs] * bytes[k % 4];
       }
-    } else {
-      scalar.quantize_q8_K(x + i * cols, q.data(), cols);
+    } else {  // 256-value blocks, the last one zero-padded
+      std::vector<float> padded((cols + 255) / 256 * 256, 0.0f);
+      std::copy(x + i * cols, x + (i + 1) * cols, padded.begin());
+      scalar.quantize_q8_K(padded.data(), q.data(), int64_t(padded.size()));
       const auto* b = reinterpret_cast<const BlockQ8_K*>(q.data());
       for (int64_t k = 0; k < cols; ++k) o[k] = b[k / 256].d * b[k / 256].qs[k % 256];
     }
@@ -134,6 +136,53 @@ TestMatrix exact_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
         for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
       }
       break;
+    case DType::Q4_1:
+      for (auto* b = reinterpret_cast<BlockQ4_1*>(p); b < reinterpret_cast<BlockQ4_1*>(p) + n / 32; ++b) {
+        b->d = fp32_to_fp16(0.25f);
+        b->m = fp32_to_fp16(-2.0f);
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q5_0:
+      for (auto* b = reinterpret_cast<BlockQ5_0*>(p); b < reinterpret_cast<BlockQ5_0*>(p) + n / 32; ++b) {
+        b->d = fp32_to_fp16(0.125f);
+        for (uint8_t& q : b->qh) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q5_1:
+      for (auto* b = reinterpret_cast<BlockQ5_1*>(p); b < reinterpret_cast<BlockQ5_1*>(p) + n / 32; ++b) {
+        b->d = fp32_to_fp16(0.125f);
+        b->m = fp32_to_fp16(-1.5f);
+        for (uint8_t& q : b->qh) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q2_K:
+      for (auto* b = reinterpret_cast<BlockQ2_K*>(p); b < reinterpret_cast<BlockQ2_K*>(p) + n / 256; ++b) {
+        b->d = fp32_to_fp16(1.0f / 8);
+        b->dmin = fp32_to_fp16(1.0f / 16);
+        for (uint8_t& s : b->scales) s = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q3_K:
+      for (auto* b = reinterpret_cast<BlockQ3_K*>(p); b < reinterpret_cast<BlockQ3_K*>(p) + n / 256; ++b) {
+        b->d = fp32_to_fp16(1.0f / 32);
+        for (uint8_t& q : b->hmask) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& s : b->scales) s = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
+    case DType::Q5_K:
+      for (auto* b = reinterpret_cast<BlockQ5_K*>(p); b < reinterpret_cast<BlockQ5_K*>(p) + n / 256; ++b) {
+        b->d = fp32_to_fp16(1.0f / 32);
+        b->dmin = fp32_to_fp16(1.0f / 16);
+        for (uint8_t& s : b->scales) s = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qh) q = static_cast<uint8_t>(uniform(0, 255));
+        for (uint8_t& q : b->qs) q = static_cast<uint8_t>(uniform(0, 255));
+      }
+      break;
     case DType::Q6_K:
       for (auto* b = reinterpret_cast<BlockQ6_K*>(p); b < reinterpret_cast<BlockQ6_K*>(p) + n / 256; ++b) {
         b->d = fp32_to_fp16(1.0f / 64);
@@ -209,10 +258,12 @@ TEST(Matmul, RandomDataMatchesScalarAndReferenceOnEveryIsa) {
 TEST(Matmul, KQuantsAreBitIdenticalToScalarOnEveryIsa) {
   // Their integer block sums are exact and scaled in the reference's order.
   ThreadPool pool(2);
-  for (DType t : {DType::Q4_K, DType::Q6_K}) {
-    const TestMatrix w = random_matrix(t, 29, 256 * 5, 91);
+  for (DType t : testing::kKQuantTypes) {
+    // 32-value block types also at a width that ends in a partial Q8_K block.
+    const int64_t cols = block_elems(t) == 32 ? 32 * 45 : 256 * 5;
+    const TestMatrix w = random_matrix(t, 29, cols, 91);
     for (int64_t m : {1, 3, 4, 9}) {
-      const std::vector<float> x = random_floats(m * 256 * 5, uint32_t(m));
+      const std::vector<float> x = random_floats(m * cols, uint32_t(m));
       const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
       for (Isa isa : supported_isas()) {
         EXPECT_EQ(run_matmul(kernels_for(isa), w, x, m, pool), scalar) << isa_name(isa) << " " << dtype_name(t) << " m=" << m;
@@ -238,21 +289,25 @@ TiledCopy tiled_copy(const TestMatrix& w) {
 TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::Q5_K,
+                    DType::Q6_K}) {
       // Full tiles only, a tail of 5 rows, fewer rows than one tile; 1, 2, 35 and 40 blocks of
-      // 32 (more than one on-the-fly packing chunk for Q8_0 / Q4_0).
+      // 32 (more than one on-the-fly packing chunk for Q8_0 / Q4_0); K-quants: 1, 3, 9 blocks.
+      const bool k = block_elems(t) == kQK_K;
+      const std::vector<int64_t> widths = k ? std::vector<int64_t>{256, 768, 256 * 9}
+                                            : std::vector<int64_t>{32, 64, 32 * 35, 32 * 40};
       for (int64_t rows : {int64_t{32}, int64_t{37}, int64_t{11}, int64_t{3}, int64_t{80}}) {
-        for (int64_t cols : {int64_t{32}, int64_t{64}, int64_t{32 * 35}, int64_t{32 * 40}}) {
+        for (int64_t cols : widths) {
           ASSERT_TRUE(has_tiled_layout(t, cols));
           const TestMatrix w = random_matrix(t, rows, cols, uint32_t(rows * cols));
           const TiledCopy tiled = tiled_copy(w);
-          const int64_t tile_rows = tile_groups(t) > 0 ? kTileRows : kFloatDotW;
+          const int64_t tile_rows = tile_groups(t) > 0 || has_kquant_tiles(t) ? kTileRows : kFloatDotW;
           if (rows >= tile_rows) {
             EXPECT_NE(tiled.bytes, w.bytes);
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
           }
-          for (int64_t m : {1, 3, 8, 9, 20}) {
+          for (int64_t m : {1, 3, 8, 9, 20, 37}) {
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
             for (Isa isa : supported_isas()) {
@@ -269,7 +324,27 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   }
   // Float rows whose width is not a multiple of 16 have no tiled layout.
   EXPECT_FALSE(has_tiled_layout(DType::F16, 100));
-  EXPECT_FALSE(has_tiled_layout(DType::Q4_K, 256));
+  EXPECT_FALSE(has_tiled_layout(DType::Q3_K, 256));
+  EXPECT_FALSE(has_tiled_layout(DType::Q5_0, 256));
+}
+
+TEST(Matmul, KQuantTilesHoldEachRowsBlocks) {
+  // Packing is a pure rearrangement: every row's ggml block comes back out of the tile.
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t cols = 256 * 3;
+    const TestMatrix w = random_matrix(t, kTileRows, cols, 33);
+    const size_t rb = size_t(row_bytes(t, cols)), bb = size_t(block_bytes(t));
+    std::vector<uint8_t> tile(w.bytes.size());
+    pack_kquant_tile(t, w.bytes.data(), rb, cols / 256, tile.data());
+    EXPECT_NE(tile, w.bytes);
+    std::vector<uint8_t> block(bb);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      for (int r = 0; r < kTileRows; ++r) {
+        kquant_tile_row_block(t, tile.data() + b * kTileRows * bb, r, block.data());
+        ASSERT_EQ(std::memcmp(block.data(), w.bytes.data() + r * rb + b * bb, bb), 0) << dtype_name(t) << " b=" << b << " r=" << r;
+      }
+    }
+  }
 }
 
 TEST(Matmul, ARowsResultDoesNotDependOnTheOtherRows) {

@@ -103,6 +103,138 @@ TEST(Dequantize, Q6_KHandBuiltHighBits) {
   }
 }
 
+// ggml's dequantize_row_* loops for the newer types, written out in their loop form (a second
+// reading of the layouts, not the index helpers the kernels use), on random bytes.
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(n);
+  for (uint8_t& v : b) v = static_cast<uint8_t>(rng());
+  return b;
+}
+
+TEST(Dequantize, NewerTypesFollowGgmlsLoops) {
+  const int nb = 3;
+  auto check = [&](DType t, auto&& reference) {
+    std::vector<uint8_t> bytes = random_bytes(size_t(block_bytes(t) * nb), uint32_t(t));
+    // Sane fp16 scales (random bytes could be NaN): every fp16 field gets a small value.
+    const int64_t n = nb * block_elems(t);
+    for (int b = 0; b < nb; ++b) {
+      uint8_t* blk = bytes.data() + b * block_bytes(t);
+      switch (t) {
+        case DType::Q4_1: put_u16(blk, fp32_to_fp16(0.5f)); put_u16(blk + 2, fp32_to_fp16(-1.25f)); break;
+        case DType::Q5_0: put_u16(blk, fp32_to_fp16(0.25f)); break;
+        case DType::Q5_1: put_u16(blk, fp32_to_fp16(0.125f)); put_u16(blk + 2, fp32_to_fp16(0.75f)); break;
+        case DType::Q2_K: put_u16(blk + 80, fp32_to_fp16(0.5f)); put_u16(blk + 82, fp32_to_fp16(0.25f)); break;
+        case DType::Q3_K: put_u16(blk + 108, fp32_to_fp16(0.0625f)); break;
+        case DType::Q5_K: put_u16(blk, fp32_to_fp16(0.5f)); put_u16(blk + 2, fp32_to_fp16(0.125f)); break;
+        default: break;
+      }
+    }
+    std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    dequantize_row(t, bytes.data(), got.data(), n);
+    for (int b = 0; b < nb; ++b) reference(bytes.data() + b * block_bytes(t), want.data() + b * block_elems(t));
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[size_t(i)], want[size_t(i)]) << dtype_name(t) << " i=" << i;
+  };
+  auto f16 = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return fp16_to_fp32(h);
+  };
+  check(DType::Q4_1, [&](const uint8_t* x, float* y) {
+    const float d = f16(x), m = f16(x + 2);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = (x[4 + j] & 0x0F) * d + m;
+      y[j + 16] = (x[4 + j] >> 4) * d + m;
+    }
+  });
+  check(DType::Q5_0, [&](const uint8_t* x, float* y) {
+    const float d = f16(x);
+    uint32_t qh;
+    std::memcpy(&qh, x + 2, 4);
+    for (int j = 0; j < 16; ++j) {
+      const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
+      y[j] = ((x[6 + j] & 0x0F) | xh0) - 16;
+      y[j + 16] = ((x[6 + j] >> 4) | xh1) - 16;
+      y[j] *= d;
+      y[j + 16] *= d;
+    }
+  });
+  check(DType::Q5_1, [&](const uint8_t* x, float* y) {
+    const float d = f16(x), m = f16(x + 2);
+    uint32_t qh;
+    std::memcpy(&qh, x + 4, 4);
+    for (int j = 0; j < 16; ++j) {
+      const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
+      y[j] = ((x[8 + j] & 0x0F) | xh0) * d + m;
+      y[j + 16] = ((x[8 + j] >> 4) | xh1) * d + m;
+    }
+  });
+  check(DType::Q2_K, [&](const uint8_t* x, float* y) {  // scales[16] qs[64] d dmin
+    const float d = f16(x + 80), dmin = f16(x + 82);
+    const uint8_t* q = x + 16;
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        uint8_t sc = x[is++];
+        for (int l = 0; l < 16; ++l) *y++ = d * (sc & 0xF) * ((q[l] >> shift) & 3) - dmin * (sc >> 4);
+        sc = x[is++];
+        for (int l = 0; l < 16; ++l) *y++ = d * (sc & 0xF) * ((q[l + 16] >> shift) & 3) - dmin * (sc >> 4);
+        shift += 2;
+      }
+      q += 32;
+    }
+  });
+  check(DType::Q3_K, [&](const uint8_t* x, float* y) {  // hmask[32] qs[64] scales[12] d
+    const float d_all = f16(x + 108);
+    uint32_t aux[4];
+    std::memcpy(aux, x + 96, 12);
+    const uint32_t tmp = aux[2], kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    int8_t scales[16];
+    std::memcpy(scales, aux, 16);
+    const uint8_t* q = x + 32;
+    const uint8_t* hm = x;
+    uint8_t m = 1;
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        float dl = d_all * (scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+        dl = d_all * (scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) *y++ = dl * (((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+        shift += 2;
+        m <<= 1;
+      }
+      q += 32;
+    }
+  });
+  check(DType::Q5_K, [&](const uint8_t* x, float* y) {  // d dmin scales[12] qh[32] qs[128]
+    const float d = f16(x), dmin = f16(x + 2);
+    const uint8_t* ql = x + 48;
+    const uint8_t* qh = x + 16;
+    int is = 0;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < 256; j += 64) {
+      int sc, m;
+      q4k_scale_min(x + 4, is, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      q4k_scale_min(x + 4, is + 1, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 <<= 2;
+      u2 <<= 2;
+    }
+  });
+}
+
 TEST(Dequantize, FloatTypes) {
   const float values[4] = {1.5f, -2.25f, 0.0f, 65504.0f};
   uint16_t h[4], b[4];
@@ -144,6 +276,12 @@ TEST(Quantize, RoundTripErrorBounds) {
   EXPECT_LT(round_trip_error(DType::Q6_K, x), 0.03);
   EXPECT_LT(round_trip_error(DType::Q4_K, x), 0.11);
   EXPECT_LT(round_trip_error(DType::Q4_0, x), 0.13);
+  EXPECT_LT(round_trip_error(DType::Q4_1, x), 0.13);
+  EXPECT_LT(round_trip_error(DType::Q5_0, x), 0.07);
+  EXPECT_LT(round_trip_error(DType::Q5_1, x), 0.07);
+  EXPECT_LT(round_trip_error(DType::Q5_K, x), 0.06);
+  EXPECT_LT(round_trip_error(DType::Q3_K, x), 0.25);
+  EXPECT_LT(round_trip_error(DType::Q2_K, x), 0.45);
 }
 
 TEST(Quantize, Q8_0ElementErrorWithinHalfStep) {
