@@ -25,7 +25,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
-#include "kernels/machine_probe.h"
+#include "kernels/probe/machine_probe.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {

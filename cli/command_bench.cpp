@@ -15,7 +15,7 @@
 #include "engine/model/model.h"
 #include "runtime/engine_bootstrap.h"
 #include "tools/throughput_bench.h"
-#include "kernels/machine_probe.h"
+#include "kernels/probe/machine_probe.h"
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
 #include "server/observability/progress.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/machine_probe.h"
+#include "kernels/probe/machine_probe.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {

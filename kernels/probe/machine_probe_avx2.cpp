@@ -1,8 +1,8 @@
 // AVX2 probe loops (see machine_probe.h): the instructions the AVX2 kernels use.
 #include <immintrin.h>
 
-#include "kernels/machine_probe.h"
-#include "kernels/probe_loop_helpers.h"
+#include "kernels/probe/machine_probe.h"
+#include "kernels/probe/probe_loop_helpers.h"
 
 namespace spillway::kernels {
 

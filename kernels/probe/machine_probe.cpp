@@ -1,4 +1,4 @@
-#include "kernels/machine_probe.h"
+#include "kernels/probe/machine_probe.h"
 
 #include <algorithm>
 #include <atomic>

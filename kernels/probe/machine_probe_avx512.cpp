@@ -2,8 +2,8 @@
 // through probe_loops(Isa::Avx512) on a CPU that has it.
 #include <immintrin.h>
 
-#include "kernels/machine_probe.h"
-#include "kernels/probe_loop_helpers.h"
+#include "kernels/probe/machine_probe.h"
+#include "kernels/probe/probe_loop_helpers.h"
 
 namespace spillway::kernels {
 
