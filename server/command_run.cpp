@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "engine/generator.h"
 #include "engine/memory_probe.h"
@@ -39,11 +38,6 @@ struct RunOptions {
   ResidencyFlags residency;
 };
 
-int default_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
-
 int run(const RunOptions& o) {
   auto model = engine::Model::open(o.model);
   if (!model) {
@@ -67,7 +61,7 @@ int run(const RunOptions& o) {
     fmt::print(stderr, "error: {}\n", residency_opts.error().message);
     return 2;
   }
-  const int threads = o.threads > 0 ? o.threads : default_threads();
+  const int threads = o.threads > 0 ? o.threads : kernels::default_thread_count();
   const engine::LinuxMemorySource memory;
   ProgressReporter progress("reading the resident weights", "bytes",
                             ProgressReporter::interactive_for(LogFormat::Text));
@@ -170,7 +164,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-p", opts->min_p)->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", opts->repetition_penalty)->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "RNG seed (same seed, same output)");
-  cmd->add_option("--threads", opts->threads, "Kernel threads (default: all cores)");
+  cmd->add_option("--threads", opts->threads, "Kernel threads (default: physical cores)");
   cmd->add_option("--ctx-size", opts->ctx_size, "Context size (default: prompt + max tokens)");
   cmd->add_flag("--json", opts->json, "Print one JSON object with ids, text and speeds");
   add_residency_flags(*cmd, opts->residency);

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -96,7 +95,7 @@ Status ModelService::load() {
   int32_t context = options_.ctx_size > 0 ? options_.ctx_size
                                           : (cfg.n_ctx_train > 0 ? cfg.n_ctx_train : kFallbackContext);
   int threads = options_.threads;
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads <= 0) threads = kernels::default_thread_count();
   auto residency_options_or = residency_options(options_.residency);
   if (!residency_options_or) return residency_options_or.error();
   engine::ResidencyOptions residency_opts = *residency_options_or;
