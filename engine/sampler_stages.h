@@ -28,8 +28,9 @@
 // same mt19937_64 as the old sort-based sampler and maps them through the same
 // rank-ordered inverse CDF, so it picks the same tokens. The only difference is the order
 // of floating-point sums (the softmax normalizer, the top-p and draw cumulative masses),
-// which can move a boundary by a few ulps of a double: a different token only when the
-// uniform number falls within ~1e-16 of a cumulative boundary.
+// which can move a boundary by a few ulps of a double (and, when the normalizer's last bit
+// differs, very rarely round one probability's float the other way): a different token
+// only when the uniform number falls that close to a cumulative boundary.
 //
 // Thread contract: a stage belongs to its Sampler (one sequence); a Sampler and the
 // SamplerScratch it is given are used by one thread at a time, any thread (the runner
