@@ -7,8 +7,9 @@ print the serving latencies and throughput. Standard library only.
 What one request is:
   POST {base}/v1/chat/completions (or /v1/completions with --endpoint completions) with
   "stream": true, "stream_options": {"include_usage": true}, "max_tokens": T, a per-request
-  "seed" (--seed + request number) and, with --ignore-eos, "ignore_eos": true (Spillway,
-  vLLM and llama-server all honour it, so every request then generates exactly T tokens).
+  "seed" (--seed + request number), "temperature" with --temperature, and, with
+  --ignore-eos, "ignore_eos": true (Spillway, vLLM and llama-server all honour it, so every
+  request then generates exactly T tokens).
   Each request opens its own HTTP connection, so TTFT includes the TCP connect (negligible
   on loopback).
 
@@ -134,6 +135,8 @@ def request_body(args, number):
         body["prompt"] = prompt
     if args.ignore_eos:
         body["ignore_eos"] = True
+    if args.temperature is not None:
+        body["temperature"] = args.temperature
     return body
 
 
@@ -273,7 +276,7 @@ def summarize(args, results, wall, first_error=None):
     report.update({"base_url": args.base_url, "model": args.model, "endpoint": args.endpoint,
                    "concurrency": args.concurrency, "prompt_tokens": args.prompt_tokens,
                    "max_tokens": args.max_tokens, "ignore_eos": args.ignore_eos,
-                   "seed": args.seed, "timeout_s": args.timeout})
+                   "seed": args.seed, "temperature": args.temperature, "timeout_s": args.timeout})
     return report
 
 
@@ -325,6 +328,8 @@ def parse_args(argv):
                     help="seconds per request, and per socket read (default 600)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--seed", type=int, default=0, help="prompt words and per-request sampling seed")
+    ap.add_argument("--temperature", type=float,
+                    help="sent as \"temperature\" (default: not sent, the server's default)")
     args = ap.parse_args(argv)
     for name in ("concurrency", "requests", "max_tokens"):
         if getattr(args, name) < 1:

@@ -16,6 +16,7 @@
 #include "runtime/engine_bootstrap.h"
 #include "tools/throughput_bench.h"
 #include "kernels/probe/machine_probe.h"
+#include "tools/sampling_bench.h"
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
 #include "server/observability/progress.h"
@@ -33,6 +34,8 @@ struct BenchOptions {
   bool no_streaming = false;
   bool no_probe = false;
   bool file_layout = false;
+  bool sampling = false;
+  tools::SamplingBenchOptions sampling_options;
   ResidencyFlags residency;
 };
 
@@ -51,6 +54,53 @@ Peak prefill_peak(kernels::DType t, const kernels::MachinePeaks& m) {
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+// `bench --sampling`: sampling time per row and per step against the step's forward.
+int bench_sampling(const BenchOptions& o, const engine::Model& model, kernels::ThreadPool& pool) {
+  fmt::print(stderr, "measuring sampling: a decode step of {} sequences, {} repeats, {} threads\n",
+             o.sampling_options.rows, o.sampling_options.repeats, pool.size());
+  auto result = tools::measure_sampling(model, pool, o.sampling_options);
+  if (!result) {
+    fmt::print(stderr, "error: {}\n", result.error().message);
+    return 1;
+  }
+  const tools::SamplingBenchResult& r = *result;
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["n_vocab"] = r.n_vocab;
+  j["rows"] = r.rows;
+  j["threads"] = r.threads;
+  j["forward_ms_per_step"] = r.forward_ms_per_step;
+  j["forward_cpu_ms_per_step"] = r.forward_cpu_ms_per_step;
+  j["cases"] = nlohmann::json::array();
+  for (const tools::SamplingBenchCase& bc : r.cases) {
+    j["cases"].push_back({{"name", bc.name},
+                          {"ms_per_row_1_thread", bc.ms_per_row_1_thread},
+                          {"cpu_ms_per_row_1_thread", bc.cpu_ms_per_row_1_thread},
+                          {"ms_per_step_pool", bc.ms_per_step_pool},
+                          {"cpu_ms_per_step_pool", bc.cpu_ms_per_step_pool},
+                          {"fraction_of_forward", ratio(bc.ms_per_step_pool, r.forward_ms_per_step)},
+                          {"cpu_fraction_of_forward",
+                           ratio(bc.cpu_ms_per_step_pool, r.forward_cpu_ms_per_step)}});
+  }
+  if (o.json) {
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{} (vocabulary {}), {} threads: forward of a {}-sequence decode step {:.2f} ms "
+             "(CPU {:.2f} ms)\n",
+             o.model, r.n_vocab, r.threads, r.rows, r.forward_ms_per_step, r.forward_cpu_ms_per_step);
+  fmt::print("  {:<30} {:>17} {:>17} {:>21}\n", "sampling", "ms/row, 1 thread", "ms/step, pool",
+             "% of forward");
+  fmt::print("  {:<30} {:>17} {:>17} {:>21}\n", "", "wall (CPU)", "wall (CPU)", "wall (CPU)");
+  for (const tools::SamplingBenchCase& bc : r.cases) {
+    fmt::print("  {:<30} {:7.3f} ({:7.3f}) {:7.2f} ({:7.2f}) {:9.1f}% ({:6.1f}%)\n", bc.name,
+               bc.ms_per_row_1_thread, bc.cpu_ms_per_row_1_thread, bc.ms_per_step_pool,
+               bc.cpu_ms_per_step_pool, 100 * ratio(bc.ms_per_step_pool, r.forward_ms_per_step),
+               100 * ratio(bc.cpu_ms_per_step_pool, r.forward_cpu_ms_per_step));
+  }
+  return 0;
+}
 
 int bench(const BenchOptions& o) {
   auto model = engine::Model::open(o.model);
@@ -85,6 +135,7 @@ int bench(const BenchOptions& o) {
   }
   const int threads = booted->threads;
   kernels::ThreadPool& pool = *booted->pool;
+  if (o.sampling) return bench_sampling(o, **model, pool);
   const engine::ResidencySetup* setup = booted->residency.get();
   const engine::ResidencyController* controller = booted->controller.get();
   if (setup) {
@@ -268,8 +319,17 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--file-layout", opts->file_layout,
                 "Resident weights keep the file's row-major layout (compare with --no-streaming "
                 "to isolate the residency machinery's cost)");
+  cmd->add_flag("--sampling", opts->sampling,
+                "Measure sampling instead: per row single-threaded, and a decode step's rows on "
+                "the pool against that step's forward (--repeat applies)");
+  cmd->add_option("--sampling-rows", opts->sampling_options.rows,
+                  "Sequences in the --sampling decode step")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
   add_residency_flags(*cmd, opts->residency);
-  cmd->callback([opts, &exit_code] { exit_code = bench(*opts); });
+  cmd->callback([opts, &exit_code] {
+    opts->sampling_options.repeats = opts->throughput.repeats;
+    exit_code = bench(*opts);
+  });
 }
 
 }  // namespace spillway::cli

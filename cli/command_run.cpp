@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "tools/generator.h"
 #include "engine/platform/memory_probe.h"

@@ -58,7 +58,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   env(cmd->add_option("--api-key", o->api_key,
                       "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize"),
       "SPILLWAY_API_KEY");
-  env(cmd->add_option("--threads", o->threads, "Kernel threads (default: all cores)")
+  env(cmd->add_option("--threads", o->threads, "Kernel threads (default: physical cores)")
           ->check(CLI::Range(0, 1024)),
       "SPILLWAY_THREADS");
   env(cmd->add_option("--ctx-size", o->ctx_size,

@@ -96,25 +96,30 @@ void ThreadPool::worker_loop(int thread_index) {
   }
 }
 
+int count_physical_cores(const std::string& cpu_root, std::span<const int> cpus) {
+  std::set<std::pair<std::string, std::string>> cores;  // (package id, core id)
+  for (int cpu : cpus) {
+    const std::string dir = cpu_root + "/cpu" + std::to_string(cpu) + "/topology/";
+    std::string package, core;
+    std::ifstream(dir + "physical_package_id") >> package;
+    std::ifstream(dir + "core_id") >> core;
+    if (core.empty()) return std::max<int>(1, static_cast<int>(cpus.size()));  // no topology
+    cores.emplace(package, core);
+  }
+  return std::max<int>(1, static_cast<int>(cores.size()));
+}
+
 int physical_core_count() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
     return std::max(1u, std::thread::hardware_concurrency());
   }
-  std::set<std::pair<std::string, std::string>> cores;  // (package id, core id)
-  int cpus = 0;
+  std::vector<int> cpus;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &mask)) continue;
-    ++cpus;
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::string package, core;
-    std::ifstream(dir + "physical_package_id") >> package;
-    std::ifstream(dir + "core_id") >> core;
-    if (core.empty()) return cpus > 0 ? CPU_COUNT(&mask) : 1;  // no topology: count CPUs
-    cores.emplace(package, core);
+    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
   }
-  return std::max<int>(1, static_cast<int>(cores.size()));
+  return count_physical_cores("/sys/devices/system/cpu", cpus);
 }
 
 }  // namespace spillway::kernels

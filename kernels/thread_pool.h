@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <span>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -63,7 +65,17 @@ class ThreadPool {
 };
 
 // Physical cores this process may run on (distinct cores among its CPU affinity set,
-// SMT siblings counted once); at least 1. The default ThreadPool size.
+// SMT siblings counted once); at least 1. The default ThreadPool size: `serve`, `run` and
+// `bench` all default to default_thread_count().
 int physical_core_count();
+
+// The counting behind physical_core_count(), for any sysfs-shaped tree: cpus are the
+// logical CPU numbers allowed; cpu_root holds cpu<N>/topology/{physical_package_id,
+// core_id}. A CPU without topology files makes the answer the number of CPUs (no SMT
+// information: count them all). At least 1.
+int count_physical_cores(const std::string& cpu_root, std::span<const int> cpus);
+
+// Kernel threads when the user names none: physical_core_count().
+inline int default_thread_count() { return physical_core_count(); }
 
 }  // namespace spillway::kernels

@@ -4,12 +4,10 @@
 
 namespace spillway::runtime {
 
-int default_thread_count() { return kernels::physical_core_count(); }
-
 Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const EngineBootstrapOptions& options,
                                          const engine::MemorySource& memory) {
   EngineBootstrap b;
-  b.threads = options.threads > 0 ? options.threads : default_thread_count();
+  b.threads = options.threads > 0 ? options.threads : kernels::default_thread_count();
   if (options.residency) {
     auto setup = engine::set_up_residency(
         model, *options.residency,

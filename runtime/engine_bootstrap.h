@@ -28,7 +28,7 @@ struct EngineBootstrapOptions {
   std::optional<engine::ResidencyOptions> residency = engine::ResidencyOptions{};
   int32_t context_tokens = 0;      // the largest context a sequence may use
   int32_t max_batch_tokens = 512;  // tokens of one forward step
-  int threads = 0;                 // 0: default_thread_count()
+  int threads = 0;                 // 0: kernels::default_thread_count() (physical cores)
   // Called while the resident weights are read (done, total bytes).
   engine::WeightLoadProgress progress;
 };
@@ -46,10 +46,6 @@ struct EngineBootstrap {
     if (controller) controller->on_step();
   }
 };
-
-// The kernel threads every command uses by default: the physical cores this process may
-// run on (a spinning pool on SMT siblings only slows it down).
-int default_thread_count();
 
 Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const EngineBootstrapOptions& options,
                                          const engine::MemorySource& memory);

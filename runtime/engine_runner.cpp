@@ -7,6 +7,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/sampling/sampling_pool.h"
 #include "scheduler/step_plans.h"
 
 namespace spillway::runtime {
@@ -32,7 +33,7 @@ class EngineRunner final : public ModelRunner {
             resolve_kv_blocks(config)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
-        row_logits_(cfg_.n_vocab) {}
+        sampling_(pool) {}
 
   Status execute(const StepBatch& batch, StepResult& result) override {
     SPILLWAY_TRY(check(batch));
@@ -42,13 +43,7 @@ class EngineRunner final : public ModelRunner {
     auto forwarded = forward_.execute(batch.forward);
     if (!forwarded) return forwarded.error();
     const std::span<const float> logits = *forwarded;
-    const size_t n_rows = batch.rows.size();
-    for (size_t r = 0; r < n_rows; ++r) {
-      const RowSampling& row = batch.rows[r];
-      std::copy_n(logits.data() + r * cfg_.n_vocab, cfg_.n_vocab, row_logits_.data());
-      result.tokens[r] = row.sampler->sample(row_logits_.data(), cfg_.n_vocab, row.history,
-                                             static_cast<size_t>(row.n_prompt), row.banned);
-    }
+    sample_rows(batch, logits, result);
     return Status::Ok();
   }
 
@@ -61,6 +56,17 @@ class EngineRunner final : public ModelRunner {
   }
 
  private:
+  // Samples every row on the kernel pool (engine/sampling_pool.h).
+  void sample_rows(const StepBatch& batch, std::span<const float> logits, StepResult& result) {
+    const int32_t n_vocab = cfg_.n_vocab;
+    sampling_.for_each_row(batch.rows.size(), [&](size_t r, engine::SamplerScratch& scratch) {
+      const RowSampling& row = batch.rows[r];
+      row.sampler->sample(logits.data() + r * n_vocab, n_vocab, row.history,
+                          static_cast<size_t>(row.n_prompt), row.banned, scratch,
+                          result.tokens[r]);
+    });
+  }
+
   // The forward asserts its preconditions; a runner reports them as errors instead.
   Status check(const StepBatch& batch) const {
     const engine::ForwardBatch& fb = batch.forward;
@@ -98,7 +104,7 @@ class EngineRunner final : public ModelRunner {
   engine::KvCache kv_;
   engine::ForwardPass forward_;
   StepPlans plans_;
-  std::vector<float> row_logits_;
+  engine::SamplingPool sampling_;  // per-thread sampling scratch
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The real ModelRunner: engine::ForwardPass over an engine::KvCache, then sampling of each
-// logit row with its sequence's Sampler.
+// logit row with its sequence's Sampler, the rows in parallel on the kernel pool.
 //
 // KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
 // leaves n_kv_blocks at 0).

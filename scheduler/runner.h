@@ -5,7 +5,8 @@
 //
 // Thread contract: a runner belongs to the engine thread; execute() is called by one thread
 // at a time. Everything a StepBatch points to (Samplers, histories, banned ids) is owned by
-// the scheduler and stays valid and unchanged until execute() returns.
+// the scheduler and stays valid and unchanged until execute() returns. The rows of a step
+// may be sampled concurrently on kernel pool threads, so no two rows may name one Sampler.
 //
 // Room for the next wave (not implemented yet, the shapes are reserved here):
 // - Diffusion canvases: a canvas is a BatchSequence with its own AttentionMode (see

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
-#include <thread>
 
 #include <fmt/format.h>
 

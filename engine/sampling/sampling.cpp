@@ -1,4 +1,4 @@
-// Sampler: see sampling.h for the order of operations.
+// Sampler: see sampling.h for the order of operations, sampler_stages.h for the stages.
 #include "engine/sampling/sampling.h"
 
 #include <algorithm>
@@ -45,113 +45,79 @@ void compute_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32
 }
 
 Sampler::Sampler(SamplingParams params, uint64_t fallback_seed)
-    : params_(std::move(params)), rng_(params_.seed.value_or(fallback_seed)) {}
+    : params_(std::move(params)), rng_(params_.seed.value_or(fallback_seed)) {
+  const SamplingParams& p = params_;
+  if (!p.logit_bias.empty()) stages_.push_back(std::make_unique<LogitBiasStage>(p.logit_bias));
+  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    stages_.push_back(std::make_unique<PenaltyStage>(p.repetition_penalty, p.presence_penalty,
+                                                     p.frequency_penalty));
+  }
+  stages_.push_back(std::make_unique<BannedTokensStage>());
+  constraint_index_ = stages_.size();
+  if (p.temperature <= 0.0f || p.top_k == 1) {
+    stages_.push_back(std::make_unique<GreedyStage>());
+    return;
+  }
+  stages_.push_back(std::make_unique<TemperatureStage>(p.temperature));
+  if (p.top_k > 0) stages_.push_back(std::make_unique<TopKStage>(p.top_k));
+  if (p.top_p < 1.0f) stages_.push_back(std::make_unique<TopPStage>(p.top_p));
+  if (p.min_p > 0.0f) stages_.push_back(std::make_unique<MinPStage>(p.min_p));
+  stages_.push_back(std::make_unique<DrawStage>());
+}
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+void Sampler::set_constraint(TokenConstraint* constraint) {
+  if (has_constraint_) stages_.erase(stages_.begin() + static_cast<ptrdiff_t>(constraint_index_));
+  has_constraint_ = constraint != nullptr;
+  if (has_constraint_) {
+    stages_.insert(stages_.begin() + static_cast<ptrdiff_t>(constraint_index_),
+                   std::make_unique<ConstraintMaskStage>(constraint));
+  }
+}
 
 SampledToken Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history,
                              size_t n_prompt, std::span<const int32_t> banned) {
-  const SamplingParams& p = params_;
-  const bool want_logprobs = p.logprobs || p.top_logprobs > 0;
-  if (want_logprobs) raw_logits_.assign(logits, logits + n_vocab);
-
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (id >= 0 && id < n_vocab) logits[id] += bias;
-  }
-
-  // Penalties. repetition_penalty (HF / llama.cpp): over prompt and generated tokens.
-  // presence / frequency (OpenAI): over generated tokens only.
-  // Occurrences of each in-vocabulary id of history[first..], in counts_ / touched_.
-  auto count = [&](size_t first) {
-    if (counts_.size() < static_cast<size_t>(n_vocab)) counts_.resize(n_vocab, 0);
-    for (int32_t t : touched_) counts_[t] = 0;
-    touched_.clear();
-    for (size_t i = first; i < history.size(); ++i) {
-      const int32_t t = history[i];
-      if (t < 0 || t >= n_vocab) continue;
-      if (counts_[t]++ == 0) touched_.push_back(t);
-    }
-  };
-  if (p.repetition_penalty != 1.0f) {
-    count(0);
-    for (int32_t t : touched_) {
-      logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty
-                                : logits[t] * p.repetition_penalty;
-    }
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    count(std::min(n_prompt, history.size()));
-    for (int32_t t : touched_) {
-      logits[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(counts_[t]);
-    }
-  }
-  for (int32_t t : banned) {
-    if (t >= 0 && t < n_vocab) logits[t] = kNegInf;
-  }
-
+  if (!own_scratch_) own_scratch_ = std::make_unique<SamplerScratch>();
   SampledToken out;
-  auto finish = [&](int32_t token) {
-    out.token = token;
-    if (want_logprobs) compute_logprobs(raw_logits_.data(), n_vocab, token, p.top_logprobs, out, &ids_);
-    return out;
-  };
+  run_chain(logits, n_vocab, history, n_prompt, banned, *own_scratch_, out);
+  return out;
+}
 
-  if (p.temperature <= 0.0f || p.top_k == 1) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; ++i) {
-      if (logits[i] > logits[best]) best = i;
-    }
-    return finish(best);
-  }
+void Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                     size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
+                     SampledToken& out) {
+  scratch.logits.assign(logits, logits + n_vocab);
+  run_chain(scratch.logits.data(), n_vocab, history, n_prompt, banned, scratch, out);
+}
 
-  // Candidates sorted by logit, truncated by top-k.
-  candidates_.clear();
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (logits[i] != kNegInf) candidates_.emplace_back(logits[i], i);
+void Sampler::run_chain(float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                        size_t n_prompt, std::span<const int32_t> banned,
+                        SamplerScratch& scratch, SampledToken& out) {
+  const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
+  if (want_logprobs) scratch.raw_logits.assign(logits, logits + n_vocab);
+  SamplingRow row;
+  row.logits = logits;
+  row.n_vocab = n_vocab;
+  row.history = history;
+  row.n_prompt = n_prompt;
+  row.banned = banned;
+  row.rng = &rng_;
+  row.scratch = &scratch;
+  for (auto& stage : stages_) {
+    stage->apply(row);
+    if (row.token >= 0) break;  // greedy / draw chose
   }
-  if (candidates_.empty()) return finish(0);
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = candidates_.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-  candidates_.resize(keep);
-
-  // Softmax with temperature over the kept candidates (reuse .first as probability).
-  const float inv_t = 1.0f / p.temperature;
-  const float max_logit = candidates_[0].first;
-  double sum = 0.0;
-  for (auto& c : candidates_) {
-    c.first = std::exp((c.first - max_logit) * inv_t);
-    sum += c.first;
+  out.token = row.token >= 0 ? row.token : 0;
+  for (auto& stage : stages_) stage->accept(out.token);
+  out.logprob = 0.0f;
+  out.top_logprobs.clear();
+  if (want_logprobs) {
+    compute_logprobs(scratch.raw_logits.data(), n_vocab, out.token, params_.top_logprobs, out,
+                     &scratch.ids);
   }
-  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
-
-  if (p.top_p < 1.0f) {
-    double cumulative = 0.0;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-      cumulative += candidates_[n].first;
-      ++n;
-      if (cumulative >= p.top_p) break;
-    }
-    candidates_.resize(std::max<size_t>(n, 1));
-  }
-  if (p.min_p > 0.0f) {
-    const float threshold = candidates_[0].first * p.min_p;
-    size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
-    candidates_.resize(n);
-  }
-
-  double total = 0.0;
-  for (const auto& c : candidates_) total += c.first;
-  std::uniform_real_distribution<double> uniform(0.0, total);
-  double r = uniform(rng_);
-  for (const auto& c : candidates_) {
-    r -= c.first;
-    if (r <= 0.0) return finish(c.second);
-  }
-  return finish(candidates_.back().second);
 }
 
 }  // namespace spillway::engine

@@ -1,20 +1,25 @@
-// Turning one row of logits into the next token.
+// Turning one row of logits into the next token: a chain of stages (sampler_stages.h).
 //
 // Order of operations (as llama.cpp / vLLM): logit_bias -> repetition / presence /
 // frequency penalties over the tokens generated so far (repetition also over the prompt)
-// -> min_tokens / ignore_eos masking of end-of-generation ids -> logprobs of the raw
-// distribution (what OpenAI reports) -> greedy if temperature == 0, else temperature ->
-// top-k -> top-p -> min-p -> draw with the sequence's seeded RNG.
+// -> min_tokens / ignore_eos masking of end-of-generation ids -> the structured-output
+// constraint mask (when one is set) -> logprobs of the raw distribution (what OpenAI
+// reports) -> greedy if temperature == 0 or top_k == 1, else temperature -> top-k ->
+// top-p -> min-p -> draw with the sequence's seeded RNG. The vocabulary is never sorted.
 //
-// Thread contract: a Sampler instance belongs to one sequence and one thread at a time.
+// Thread contract: a Sampler instance belongs to one sequence and is used by one thread at
+// a time (any thread: the runner samples the rows of a step on the kernel pool).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "engine/sampling/sampler_stages.h"
 
 namespace spillway::engine {
 
@@ -46,25 +51,44 @@ struct SampledToken {
 class Sampler {
  public:
   Sampler(SamplingParams params, uint64_t fallback_seed);
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
 
   // Chooses the next token from logits[0..n_vocab). `logits` is used as scratch and
   // modified. history: prompt + generated tokens (penalties); n_prompt: how many of
   // history are prompt. banned: ids that must not be chosen this step (e.g. EOS before
-  // min_tokens).
+  // min_tokens). Uses the Sampler's own scratch (grown to the vocabulary on first use).
   SampledToken sample(float* logits, int32_t n_vocab, std::span<const int32_t> history,
                       size_t n_prompt, std::span<const int32_t> banned = {});
+
+  // The same choice from a read-only row: the logits are copied into scratch.logits and the
+  // chain runs there. scratch: owned by the caller's row slot (one thread at a time),
+  // reused across sequences and steps. out: overwritten, its vectors' capacity reused.
+  void sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+              size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
+              SampledToken& out);
+
+  // Structured output: from now on every row is masked by constraint->fill_allowed before
+  // the temperature, and the chosen token is passed to constraint->accept. Not owned; must
+  // outlive the Sampler (or be replaced). null removes it.
+  void set_constraint(TokenConstraint* constraint);
 
   const SamplingParams& params() const { return params_; }
 
  private:
+  void run_chain(float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                 size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
+                 SampledToken& out);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
-  // Scratch reused between calls (no allocation once grown to the vocabulary).
-  std::vector<std::pair<float, int32_t>> candidates_;
-  std::vector<int32_t> counts_;   // per token id, zero between calls
-  std::vector<int32_t> touched_;  // ids with a nonzero count
-  std::vector<int32_t> ids_;      // top-logprob selection
-  std::vector<float> raw_logits_;  // logits before bias/penalties, kept when logprobs are asked
+  // The chain, in order. Logit stages, then (constraint_index_) the constraint's mask when
+  // set, then the candidate stages.
+  std::vector<std::unique_ptr<SamplerStage>> stages_;
+  size_t constraint_index_ = 0;
+  bool has_constraint_ = false;
+  std::unique_ptr<SamplerScratch> own_scratch_;  // for the in-place sample()
 };
 
 // Natural-log softmax of the raw logits at `token`, and the top-n alternatives. ids_scratch:

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,6 +78,60 @@ TEST(ThreadPool, ResultsAreVisibleToTheCaller) {
 }
 
 TEST(ThreadPool, PhysicalCoreCountIsPositive) { EXPECT_GE(physical_core_count(), 1); }
+
+// A sysfs-shaped tree in a temporary folder: cpu<N>/topology/{physical_package_id,core_id}.
+class FakeCpuTree {
+ public:
+  FakeCpuTree() {
+    root_ = std::filesystem::temp_directory_path() /
+            ("spillway-cpus-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::create_directories(root_);
+  }
+  ~FakeCpuTree() { std::filesystem::remove_all(root_); }
+  void add(int cpu, int package, int core) {
+    const auto dir = root_ / ("cpu" + std::to_string(cpu)) / "topology";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "physical_package_id") << package << "\n";
+    std::ofstream(dir / "core_id") << core << "\n";
+  }
+  std::string root() const { return root_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path root_;
+};
+
+TEST(ThreadPool, PhysicalCoresCountSmtSiblingsOnce) {
+  FakeCpuTree tree;
+  // 4 cores x 2 SMT threads, Linux numbering: cpu N and N + 4 are siblings.
+  for (int cpu = 0; cpu < 8; ++cpu) tree.add(cpu, 0, cpu % 4);
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(count_physical_cores(tree.root(), all), 4);
+  // An affinity set of two siblings is one core; of cpus on three cores, three.
+  const std::vector<int> siblings = {1, 5};
+  EXPECT_EQ(count_physical_cores(tree.root(), siblings), 1);
+  const std::vector<int> three = {0, 4, 2, 7};
+  EXPECT_EQ(count_physical_cores(tree.root(), three), 3);
+}
+
+TEST(ThreadPool, PhysicalCoresAreDistinctAcrossPackages) {
+  FakeCpuTree tree;
+  // Two sockets whose core ids restart at 0.
+  tree.add(0, 0, 0);
+  tree.add(1, 0, 1);
+  tree.add(2, 1, 0);
+  tree.add(3, 1, 1);
+  const std::vector<int> all = {0, 1, 2, 3};
+  EXPECT_EQ(count_physical_cores(tree.root(), all), 4);
+}
+
+TEST(ThreadPool, WithoutTopologyEveryCpuCounts) {
+  FakeCpuTree tree;
+  tree.add(0, 0, 0);  // cpu1 and cpu2 have no topology files
+  const std::vector<int> cpus = {0, 1, 2};
+  EXPECT_EQ(count_physical_cores(tree.root(), cpus), 3);
+  EXPECT_EQ(count_physical_cores(tree.root(), std::span<const int>()), 1);
+}
 
 }  // namespace
 }  // namespace spillway::kernels

@@ -1,0 +1,437 @@
+// Sampler stages: see sampler_stages.h for the chain, the candidate set and why the draws
+// match the old sort-based sampler.
+#include "engine/sampling/sampler_stages.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace spillway::engine {
+
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Below this many candidates weighted_select sorts and walks instead of partitioning.
+constexpr size_t kSmallSelect = 48;
+// Histogram buckets of the dense representation (see sampler_stages.h): about 32 ids per
+// bucket, at most kMaxBuckets (a few dozen ids per bucket at 152k; the crossing bucket is
+// usually far sparser, in the distribution's upper tail).
+constexpr int kMaxBuckets = 4096;
+int bucket_count(int32_t n_vocab) { return std::clamp(n_vocab / 32, 16, kMaxBuckets); }
+}  // namespace
+
+void SamplingRow::ensure_range() {
+  if (have_range) return;
+  have_range = true;
+  // GCC vector extensions (plain SSE at the x86-64 baseline): the compiler does not
+  // vectorize float min / max reductions by itself without -ffast-math.
+  typedef float v4f __attribute__((vector_size(16)));
+  typedef int32_t v4i __attribute__((vector_size(16)));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const v4f neg_inf = {kNegInf, kNegInf, kNegInf, kNegInf};
+  const v4f pos_inf = -neg_inf;
+  v4f mx0 = neg_inf, mx1 = neg_inf, mn0 = pos_inf, mn1 = pos_inf;
+  v4i finite0 = {0, 0, 0, 0}, finite1 = finite0;
+  const int32_t n = n_vocab;
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v4f a, b;
+    std::memcpy(&a, logits + i, sizeof a);
+    std::memcpy(&b, logits + i + 4, sizeof b);
+    mx0 = mx0 < a ? a : mx0;
+    mx1 = mx1 < b ? b : mx1;
+    const v4i fa = a != neg_inf, fb = b != neg_inf;  // all ones where finite
+    const v4f la = fa ? a : pos_inf, lb = fb ? b : pos_inf;
+    mn0 = la < mn0 ? la : mn0;
+    mn1 = lb < mn1 ? lb : mn1;
+    finite0 -= fa;
+    finite1 -= fb;
+  }
+  float best = kNegInf, lowest = kInf;
+  int32_t count = 0;
+  for (int j = 0; j < 4; ++j) {
+    best = std::max({best, mx0[j], mx1[j]});
+    lowest = std::min({lowest, mn0[j], mn1[j]});
+    count += finite0[j] + finite1[j];
+  }
+  for (; i < n; ++i) {
+    const float l = logits[i];
+    if (l == kNegInf) continue;
+    best = std::max(best, l);
+    lowest = std::min(lowest, l);
+    ++count;
+  }
+  max_logit = best;
+  min_logit = lowest;
+  n_finite = count;
+  best_id = 0;
+  if (count > 0) {
+    while (logits[best_id] != best) ++best_id;  // the lowest id holding the maximum
+  }
+}
+
+void SamplingRow::ensure_dense() {
+  ensure_range();
+  if (have_dense) return;
+  have_dense = true;
+  if (n_finite == 0) return;
+  SamplerScratch& s = *scratch;
+  if (s.probs.size() < static_cast<size_t>(n_vocab)) {
+    s.probs.resize(n_vocab);
+    s.bucket.resize(n_vocab);
+  }
+  float* p = s.probs.data();
+  uint16_t* b = s.bucket.data();
+  const int32_t n = n_vocab;
+  // As the old sampler: exp in float of (logit - max) * 1/T (the same std::exp), summed in
+  // double, each probability the float of its share. -inf gives exp 0 (adds nothing).
+  // Four partial sums: the order of the sum differs from the old sorted order anyway.
+  const float mx = max_logit;
+  const float inv_t = inv_temperature;
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  int32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const float e = std::exp((logits[i + j] - mx) * inv_t);
+      p[i + j] = e;
+      sums[j] += e;
+    }
+  }
+  for (; i < n; ++i) {
+    const float e = std::exp((logits[i] - mx) * inv_t);
+    p[i] = e;
+    sums[0] += e;
+  }
+  const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+  for (int32_t k = 0; k < n; ++k) p[k] = static_cast<float>(p[k] / sum);
+  // Buckets span the logits whose probability can be nonzero: exp underflows to 0 below
+  // -104, so (max - logit) * 1/T beyond that all share the last bucket with zero mass.
+  const int nb = bucket_count(n);
+  const float span = std::min(mx - min_logit, 104.0f / inv_t);
+  bucket_scale = span > 0.0f ? static_cast<float>(nb - 1) / span : 0.0f;
+  const float scale = bucket_scale;
+  const float kLast = static_cast<float>(nb - 1);
+  for (int32_t k = 0; k < n; ++k) {
+    const float d = (mx - logits[k]) * scale;  // inf (or NaN at scale 0) for -inf logits
+    b[k] = static_cast<uint16_t>(d < kLast ? d : kLast);
+  }
+  s.mass.assign(nb, 0.0);
+  double* mass = s.mass.data();
+  for (int32_t k = 0; k < n; ++k) mass[b[k]] += p[k];
+  double total = 0.0;
+  for (int k = 0; k < nb; ++k) total += mass[k];
+  total_mass = total;
+}
+
+void SamplingRow::ensure_candidate_probs() {
+  if (have_probs) return;
+  have_probs = true;
+  if (n_cand == 0) return;
+  // The candidates are in rank order: cand[0] holds the largest logit.
+  const float max_logit_here = cand[0].logit;
+  const float inv_t = inv_temperature;
+  double sum = 0.0;
+  for (size_t i = 0; i < n_cand; ++i) {
+    const float e = std::exp((cand[i].logit - max_logit_here) * inv_t);
+    cand[i].p = e;
+    sum += e;
+  }
+  for (size_t i = 0; i < n_cand; ++i) cand[i].p = static_cast<float>(cand[i].p / sum);
+}
+
+namespace {
+
+// Dense: the first rank (among kept ids) whose cumulative mass reaches target, given the
+// per-bucket masses of the kept ids. Gathers the crossing bucket's kept ids into the
+// scratch candidates and orders only those. Returns false when no bucket reaches target.
+bool dense_select(SamplingRow& row, const double* mass, double target, Candidate& out) {
+  const int nb = bucket_count(row.n_vocab);
+  double acc = 0.0;
+  int b = 0;
+  for (; b < nb; ++b) {
+    if (mass[b] > 0.0 && acc + mass[b] >= target) break;
+    acc += mass[b];
+  }
+  if (b == nb) return false;
+  SamplerScratch& s = *row.scratch;
+  if (s.candidates.size() < static_cast<size_t>(row.n_vocab)) s.candidates.resize(row.n_vocab);
+  Candidate* g = s.candidates.data();
+  size_t n = 0;
+  const uint16_t* bucket = s.bucket.data();
+  const float* p = s.probs.data();
+  const uint16_t want = static_cast<uint16_t>(b);
+  auto take = [&](int32_t i) {
+    if (bucket[i] != want || row.logits[i] == kNegInf || !row.kept(i)) return;
+    g[n++] = {row.logits[i], i, p[i]};
+  };
+  // Blocks of 64 ids without the bucket are skipped by a vectorizable test.
+  int32_t i = 0;
+  for (; i + 64 <= row.n_vocab; i += 64) {
+    int hit = 0;
+    for (int j = 0; j < 64; ++j) hit |= bucket[i + j] == want;
+    if (!hit) continue;
+    for (int j = 0; j < 64; ++j) take(i + j);
+  }
+  for (; i < row.n_vocab; ++i) take(i);
+  const size_t m = weighted_select(g, n, target - acc);
+  out = g[m - 1];
+  return true;
+}
+
+// Dense: the worst-ranked kept id (the old sampler's fallback when rounding left the draw
+// past the last candidate).
+int32_t dense_worst(const SamplingRow& row) {
+  Candidate worst{0.0f, -1, 0.0f};
+  for (int32_t i = 0; i < row.n_vocab; ++i) {
+    if (row.logits[i] == kNegInf || !row.kept(i)) continue;
+    const Candidate c{row.logits[i], i, 0.0f};
+    if (worst.id < 0 || ranks_before(worst, c)) worst = c;
+  }
+  return worst.id < 0 ? 0 : worst.id;
+}
+
+}  // namespace
+
+size_t weighted_select(Candidate* cand, size_t n, double target) {
+  if (n == 0) return 0;
+  size_t lo = 0, hi = n;
+  double acc = 0.0;  // mass of cand[0, lo), the lo best; acc < target (or lo == 0)
+  while (hi - lo > kSmallSelect) {
+    // Median of three by rank as the pivot, moved to hi - 1.
+    const size_t mid_i = lo + (hi - lo) / 2;
+    Candidate* a = &cand[lo];
+    Candidate* b = &cand[mid_i];
+    Candidate* c = &cand[hi - 1];
+    if (ranks_before(*b, *a)) std::swap(a, b);
+    if (ranks_before(*c, *b)) {
+      std::swap(b, c);
+      if (ranks_before(*b, *a)) std::swap(a, b);
+    }
+    std::swap(*b, cand[hi - 1]);
+    const Candidate pivot = cand[hi - 1];
+    // [lo, mid) rank before the pivot, [mid, hi - 1) after it; the pivot goes to mid.
+    size_t mid = lo;
+    double mass = 0.0;
+    for (size_t i = lo; i < hi - 1; ++i) {
+      if (ranks_before(cand[i], pivot)) {
+        mass += cand[i].p;
+        std::swap(cand[i], cand[mid]);
+        ++mid;
+      }
+    }
+    std::swap(cand[mid], cand[hi - 1]);
+    if (mid > lo && acc + mass >= target) {
+      hi = mid;
+      continue;
+    }
+    acc += mass;
+    if (acc + pivot.p >= target) return mid + 1;
+    acc += pivot.p;
+    lo = mid + 1;
+  }
+  std::sort(cand + lo, cand + hi, ranks_before);
+  for (size_t i = lo; i < hi; ++i) {
+    acc += cand[i].p;
+    if (acc >= target) return i + 1;
+  }
+  // Only rounding gets here when hi < n; when hi == n the whole mass is below target.
+  return std::max<size_t>(hi, 1);
+}
+
+void AllowedSetConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t n_vocab) {
+  for (int32_t t : allowed_) {
+    if (t >= 0 && t < n_vocab) allowed[t / 64] |= uint64_t{1} << (t % 64);
+  }
+}
+
+void LogitBiasStage::apply(SamplingRow& row) {
+  for (const auto& [id, bias] : bias_) {
+    if (id >= 0 && id < row.n_vocab) row.logits[id] += bias;
+  }
+}
+
+void PenaltyStage::count(const SamplingRow& row, size_t first) {
+  if (counts_.size() < static_cast<size_t>(row.n_vocab)) counts_.resize(row.n_vocab, 0);
+  for (int32_t t : touched_) counts_[t] = 0;
+  touched_.clear();
+  for (size_t i = first; i < row.history.size(); ++i) {
+    const int32_t t = row.history[i];
+    if (t < 0 || t >= row.n_vocab) continue;
+    if (counts_[t]++ == 0) touched_.push_back(t);
+  }
+}
+
+void PenaltyStage::apply(SamplingRow& row) {
+  float* logits = row.logits;
+  if (repetition_ != 1.0f) {
+    count(row, 0);
+    for (int32_t t : touched_) {
+      logits[t] = logits[t] > 0 ? logits[t] / repetition_ : logits[t] * repetition_;
+    }
+  }
+  if (presence_ != 0.0f || frequency_ != 0.0f) {
+    count(row, std::min(row.n_prompt, row.history.size()));
+    for (int32_t t : touched_) {
+      logits[t] -= presence_ + frequency_ * static_cast<float>(counts_[t]);
+    }
+  }
+}
+
+void BannedTokensStage::apply(SamplingRow& row) {
+  for (int32_t t : row.banned) {
+    if (t >= 0 && t < row.n_vocab) row.logits[t] = kNegInf;
+  }
+}
+
+void ConstraintMaskStage::apply(SamplingRow& row) {
+  std::vector<uint64_t>& allowed = row.scratch->allowed;
+  const size_t words = (static_cast<size_t>(row.n_vocab) + 63) / 64;
+  allowed.assign(words, 0);
+  constraint_->fill_allowed(std::span<uint64_t>(allowed.data(), words), row.n_vocab);
+  for (size_t w = 0; w < words; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t base = w * 64;
+    const size_t end = std::min<size_t>(base + 64, row.n_vocab);
+    for (size_t t = base; t < end; ++t) {
+      if (!((bits >> (t - base)) & 1)) row.logits[t] = kNegInf;
+    }
+  }
+}
+
+void GreedyStage::apply(SamplingRow& row) {
+  const float* logits = row.logits;
+  int32_t best = 0;
+  for (int32_t i = 1; i < row.n_vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  row.token = best;
+}
+
+void TemperatureStage::apply(SamplingRow& row) { row.inv_temperature = inv_t_; }
+
+void TopKStage::apply(SamplingRow& row) {
+  row.ensure_range();
+  const size_t k = static_cast<size_t>(k_);
+  if (k >= static_cast<size_t>(row.n_finite)) return;  // keeps every finite id: stay dense
+  // Count ids per bucket of (max - logit) over the finite range; the k best lie in the
+  // buckets up to the one where the count reaches k. Gather those, select, sort the k.
+  SamplerScratch& s = *row.scratch;
+  const int nb = bucket_count(row.n_vocab);
+  s.count.assign(nb, 0);
+  const float span = row.max_logit - row.min_logit;
+  const float scale = span > 0.0f ? static_cast<float>(nb - 1) / span : 0.0f;
+  const float mx = row.max_logit;
+  for (int32_t i = 0; i < row.n_vocab; ++i) {
+    const float d = (mx - row.logits[i]) * scale;
+    if (d < static_cast<float>(nb)) ++s.count[static_cast<size_t>(d)];  // -inf: skipped
+  }
+  size_t cumulative = 0;
+  int last = 0;
+  for (; last < nb; ++last) {
+    cumulative += static_cast<size_t>(s.count[last]);
+    if (cumulative >= k) break;
+  }
+  if (s.candidates.size() < static_cast<size_t>(row.n_vocab)) s.candidates.resize(row.n_vocab);
+  Candidate* cand = s.candidates.data();
+  size_t n = 0;
+  for (int32_t i = 0; i < row.n_vocab; ++i) {
+    const float d = (mx - row.logits[i]) * scale;
+    if (d < static_cast<float>(last + 1)) cand[n++] = {row.logits[i], i, 0.0f};
+  }
+  std::nth_element(cand, cand + k, cand + n, ranks_before);
+  std::sort(cand, cand + k, ranks_before);
+  row.cand = cand;
+  row.n_cand = k;
+  row.have_candidates = true;
+  row.have_probs = false;  // the softmax runs over the k kept (as the old sampler did)
+}
+
+void TopPStage::apply(SamplingRow& row) {
+  if (row.have_candidates) {  // in rank order (after top-k): the old walk
+    row.ensure_candidate_probs();
+    double cumulative = 0.0;
+    size_t n = 0;
+    while (n < row.n_cand) {
+      cumulative += row.cand[n].p;
+      ++n;
+      if (cumulative >= top_p_) break;
+    }
+    row.n_cand = std::max<size_t>(n, 1);
+    return;
+  }
+  row.ensure_dense();
+  if (row.n_finite == 0) return;
+  Candidate cut;
+  if (dense_select(row, row.scratch->mass.data(), top_p_, cut)) {
+    row.has_bound = true;
+    row.bound = cut;
+  }
+}
+
+void MinPStage::apply(SamplingRow& row) {
+  if (row.have_candidates) {
+    row.ensure_candidate_probs();
+    if (row.n_cand == 0) return;
+    const float threshold = row.cand[0].p * min_p_;
+    size_t n = 1;
+    while (n < row.n_cand && row.cand[n].p >= threshold) ++n;
+    row.n_cand = n;
+    return;
+  }
+  row.ensure_dense();
+  if (row.n_finite == 0) return;
+  // The best id always survives top-p, so its probability is the old sampler's cand[0].
+  row.p_floor = row.scratch->probs[row.best_id] * min_p_;
+}
+
+void DrawStage::apply(SamplingRow& row) {
+  if (row.have_candidates) {  // the old draw, exactly
+    row.ensure_candidate_probs();
+    if (row.n_cand == 0) {
+      row.token = 0;
+      return;
+    }
+    double total = 0.0;
+    for (size_t i = 0; i < row.n_cand; ++i) total += row.cand[i].p;
+    std::uniform_real_distribution<double> uniform(0.0, total);
+    double r = uniform(*row.rng);
+    for (size_t i = 0; i < row.n_cand; ++i) {
+      r -= row.cand[i].p;
+      if (r <= 0.0) {
+        row.token = row.cand[i].id;
+        return;
+      }
+    }
+    row.token = row.cand[row.n_cand - 1].id;
+    return;
+  }
+  row.ensure_dense();
+  if (row.n_finite == 0) {
+    row.token = 0;
+    return;
+  }
+  SamplerScratch& s = *row.scratch;
+  const double* mass = s.mass.data();
+  double total = row.total_mass;
+  if (row.has_bound || row.p_floor > 0.0f) {
+    // The kept ids' masses (a cut-off applies): one more pass.
+    std::vector<double>& kept_mass = s.kept_mass;
+    kept_mass.assign(bucket_count(row.n_vocab), 0.0);
+    total = 0.0;
+    const float* p = s.probs.data();
+    const uint16_t* bucket = s.bucket.data();
+    for (int32_t i = 0; i < row.n_vocab; ++i) {
+      if (row.logits[i] == kNegInf || !row.kept(i)) continue;
+      kept_mass[bucket[i]] += p[i];
+      total += p[i];
+    }
+    mass = kept_mass.data();
+  }
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  const double r = uniform(*row.rng);
+  Candidate chosen;
+  row.token = dense_select(row, mass, r, chosen) ? chosen.id : dense_worst(row);
+}
+
+}  // namespace spillway::engine
