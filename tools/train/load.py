@@ -78,8 +78,20 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--n-used", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--jsonl", default=None, help="per-item outputs, in bench/eval.py's --out format")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, cfg = load(args.gguf)
-    res = train.evaluate(model, cfg["arch"], args.n, "cpu", n_used=args.n_used)
-    print(" ".join(f"{t} {r['accuracy']:.3f}" for t, r in res.items()))
+    import json
+    import tasks
+    out = open(args.jsonl, "w") if args.jsonl else None
+    for task in tasks.TASKS:
+        items = tasks.eval_items(task, args.n)
+        outs = train.generate(model, cfg["arch"], [it["prompt"] for it in items], "cpu", args.n_used)
+        k = 0
+        for it, o in zip(items, outs):
+            ok = tasks.grade(task, it["prompt"], it["answer"], o)
+            k += ok
+            if out:
+                out.write(json.dumps({**it, "output": o, "correct": ok}) + "\n")
+        print(f"{task} {k / args.n:.3f} ({k}/{args.n})", flush=True)
