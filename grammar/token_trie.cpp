@@ -61,7 +61,8 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
   t->vocab_ = std::move(vocab);
   const size_t n = t->vocab_.tokens.size();
   t->slice_mask_.assign((n + 63) / 64, 0);
-  std::vector<std::pair<std::string, int32_t>> all, suffixes;
+  t->short_slice_mask_.assign((n + 63) / 64, 0);
+  std::vector<std::pair<std::string, int32_t>> all, suffixes, outside, outside_short;
   all.reserve(n);
   for (size_t id = 0; id < n; ++id) {
     const std::string& s = t->vocab_.tokens[id];
@@ -71,12 +72,20 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
     if (p == s.size()) {
       t->slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
       ++t->slice_count_;
+      size_t chars = 0;
+      for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+      if (chars <= kShortSliceChars) t->short_slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
+      else outside_short.emplace_back(s, static_cast<int32_t>(id));
     } else {
       suffixes.emplace_back(s.substr(p), static_cast<int32_t>(id));
+      outside.emplace_back(s, static_cast<int32_t>(id));
+      outside_short.emplace_back(s, static_cast<int32_t>(id));
     }
   }
   t->full_ = ByteTrie::build(std::move(all));
   t->suffixes_ = ByteTrie::build(std::move(suffixes));
+  t->outside_slice_ = ByteTrie::build(std::move(outside));
+  t->outside_short_slice_ = ByteTrie::build(std::move(outside_short));
   return t;
 }
 
