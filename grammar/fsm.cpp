@@ -351,13 +351,27 @@ class Compiler {
 
   // Character-level successors of s over safe characters; false if some safe character
   // has no transition from s.
+  // A successor without byte transitions stands for the rules it calls (the matcher keeps
+  // their start frames, not it); one that only ends its rule counts as a dead end (what
+  // follows the pop is not known here: conservative).
+  bool add_successor(uint32_t t, std::vector<uint32_t>& out, int depth = 0) {
+    const State& st = out_->states_[t];
+    if (st.range_end > st.range_begin) {
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      return true;
+    }
+    if (st.call_end == st.call_begin || depth > 4) return false;
+    for (const CallEdge* c = out_->calls_begin(st); c != out_->calls_end(st); ++c)
+      if (!add_successor(out_->rule_start_[c->rule], out, depth + 1)) return false;
+    return true;
+  }
+
   bool safe_successors(uint32_t s, std::vector<uint32_t>& out) {
     out.clear();
     for (int b = 0x20; b < 0x80; ++b) {
       if (b == '"' || b == '\\') continue;
       uint32_t t = out_->next(s, static_cast<uint8_t>(b));
-      if (t == UINT32_MAX) return false;
-      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      if (t == UINT32_MAX || !add_successor(t, out)) return false;
     }
     std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
     while (!work.empty()) {
@@ -369,7 +383,7 @@ class Compiler {
         uint32_t t = out_->next(q, static_cast<uint8_t>(b));
         if (t == UINT32_MAX) return false;
         if (nu == 0) {
-          if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+          if (!add_successor(t, out)) return false;
           continue;
         }
         std::pair<uint32_t, int> key{t, nu};

@@ -237,6 +237,12 @@ int main(int argc, char** argv) {
       double us = us_since(t0);
       mine.push_back(us);
       replay_us.push_back(us);
+      if (getenv("BENCH_GRAMMAR_SLOW") && us > 1000) {
+        std::string prefix;
+        for (size_t k = 0; k < mine.size() - 1; ++k) prefix += trie->token_bytes(tokens[k]);
+        std::printf("  slow %.0f us, %llu steps, slice %d, after ...%s\n", us, static_cast<unsigned long long>(st.steps),
+                    st.slice_path, prefix.substr(prefix.size() > 40 ? prefix.size() - 40 : 0).c_str());
+      }
       ++masks;
       fast += st.slice_path;
       if (!s.ok() || !(mask[static_cast<size_t>(tok) >> 6] >> (tok & 63) & 1) || !m.accept_token(tok).ok()) { ok = false; break; }
