@@ -50,6 +50,7 @@ class Compiler {
     }
     SPILLWAY_TRY(check_left_recursion());
     mark_string_loops();
+    compute_live_chars();
     return std::shared_ptr<const CompiledGrammar>(std::move(out));
   }
 
@@ -346,6 +347,77 @@ class Compiler {
       }
       if (ok) out_->states_[s].flags |= kStringLoop;
     }
+  }
+
+  // Character-level successors of s over safe characters; false if some safe character
+  // has no transition from s.
+  // A successor without byte transitions stands for the rules it calls (the matcher keeps
+  // their start frames, not it); one that only ends its rule counts as a dead end (what
+  // follows the pop is not known here: conservative).
+  bool add_successor(uint32_t t, std::vector<uint32_t>& out, int depth = 0) {
+    const State& st = out_->states_[t];
+    if (st.range_end > st.range_begin) {
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      return true;
+    }
+    if (st.call_end == st.call_begin || depth > 4) return false;
+    for (const CallEdge* c = out_->calls_begin(st); c != out_->calls_end(st); ++c)
+      if (!add_successor(out_->rule_start_[c->rule], out, depth + 1)) return false;
+    return true;
+  }
+
+  bool safe_successors(uint32_t s, std::vector<uint32_t>& out) {
+    out.clear();
+    for (int b = 0x20; b < 0x80; ++b) {
+      if (b == '"' || b == '\\') continue;
+      uint32_t t = out_->next(s, static_cast<uint8_t>(b));
+      if (t == UINT32_MAX || !add_successor(t, out)) return false;
+    }
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    while (!work.empty()) {
+      auto [q, u] = work.back();
+      work.pop_back();
+      for (int b = 0x80; b <= 0xFF; ++b) {
+        int nu = utf8_step(u, static_cast<uint8_t>(b));
+        if (nu < 0) continue;
+        uint32_t t = out_->next(q, static_cast<uint8_t>(b));
+        if (t == UINT32_MAX) return false;
+        if (nu == 0) {
+          if (!add_successor(t, out)) return false;
+          continue;
+        }
+        std::pair<uint32_t, int> key{t, nu};
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        if (seen.size() > 256) return false;
+        seen.push_back(key);
+        work.push_back(key);
+      }
+    }
+    return true;
+  }
+
+  // live_chars = distance (in characters) to a state that cannot read some safe character.
+  void compute_live_chars() {
+    const uint32_t n = static_cast<uint32_t>(out_->states_.size());
+    std::vector<std::vector<uint32_t>> preds(n);
+    std::vector<uint32_t> dist(n, UINT32_MAX), queue, succ;
+    for (uint32_t s = 0; s < n; ++s) {
+      // Cheap filter: a state without a transition on 'a' is a dead end at once.
+      if (out_->next(s, 'a') == UINT32_MAX || !safe_successors(s, succ)) {
+        dist[s] = 0;
+        queue.push_back(s);
+        continue;
+      }
+      for (uint32_t t : succ) preds[t].push_back(s);
+    }
+    for (size_t i = 0; i < queue.size(); ++i) {
+      uint32_t t = queue[i];
+      if (dist[t] >= 254) continue;
+      for (uint32_t p : preds[t])
+        if (dist[p] == UINT32_MAX) { dist[p] = dist[t] + 1; queue.push_back(p); }
+    }
+    for (uint32_t s = 0; s < n; ++s)
+      out_->states_[s].live_chars = dist[s] == UINT32_MAX ? kLiveUnbounded : static_cast<uint8_t>(std::min<uint32_t>(dist[s], 254));
   }
 
   const Grammar& g_;

@@ -40,7 +40,12 @@ struct State {
   uint32_t range_begin, range_end;  // into ranges
   uint32_t call_begin, call_end;    // into calls
   uint8_t flags;
+  // Every sequence of up to live_chars JSON-string-safe UTF-8 characters can be read from
+  // here without the stack dying (255: any number). Lets the matcher OR in the
+  // precomputed slice masks (token_trie.h) instead of walking those tokens.
+  uint8_t live_chars;
 };
+inline constexpr uint8_t kLiveUnbounded = 255;
 
 class CompiledGrammar {
  public:

@@ -549,8 +549,13 @@ class SchemaCompiler {
     return true;
   }
 
-  // JSON string bodies that are not one of `keys` (escaped forms, no quotes).
+  // The rest of a JSON string whose text is not one of `keys` (escaped forms), from after
+  // `prefix` to the closing quote included. Once the text leaves the keys' trie it calls
+  // the shared rule string_tail (string_body '"'), so the key trie costs a few states per
+  // key byte, and the parse stack inside the tail is a plain string loop (fast path).
   ExprId other_key_body(const std::vector<std::string>& keys, const std::string& prefix) {
+    if (!string_tail_) string_tail_ = g_.add_rule("json_string_tail", g_.seq({p_.string_body, g_.literal("\"")}));
+    ExprId tail = g_.call(*string_tail_);
     std::vector<ExprId> alts;
     std::set<unsigned char> children;
     bool terminal = false;
@@ -560,16 +565,16 @@ class SchemaCompiler {
       else children.insert(static_cast<unsigned char>(k[prefix.size()]));
     }
     if (at_char_boundary(prefix)) {
-      if (!terminal) alts.push_back(g_.empty());
+      if (!terminal) alts.push_back(g_.literal("\""));
       ByteSet safe;
       for (int b = 0x20; b < 0x80; ++b)
         if (b != '"' && b != '\\' && !children.count(static_cast<unsigned char>(b))) safe.set(static_cast<size_t>(b));
-      alts.push_back(g_.seq({g_.bytes(safe), p_.string_body}));
+      alts.push_back(g_.seq({g_.bytes(safe), tail}));
       if (!children.count('\\')) {
         ByteSet esc, hex;
         for (char c : std::string("\"\\/bfnrt")) esc.set(static_cast<unsigned char>(c));
         for (char c : std::string("0123456789abcdefABCDEF")) hex.set(static_cast<unsigned char>(c));
-        alts.push_back(g_.seq({g_.literal("\\"), g_.alt({g_.bytes(esc), g_.seq({g_.literal("u"), g_.repeat(g_.bytes(hex), 4, 4)})}), p_.string_body}));
+        alts.push_back(g_.seq({g_.literal("\\"), g_.alt({g_.bytes(esc), g_.seq({g_.literal("u"), g_.repeat(g_.bytes(hex), 4, 4)})}), tail}));
       }
       // A multi-byte character whose lead byte no key continues with.
       ExprId cont = g_.byte_range(0x80, 0xBF);
@@ -578,14 +583,14 @@ class SchemaCompiler {
         for (int b = lo; b <= hi; ++b) if (!children.count(static_cast<unsigned char>(b))) s.set(static_cast<size_t>(b));
         return g_.bytes(s);
       };
-      alts.push_back(g_.seq({lead(0xC2, 0xDF), cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xE0, 0xE0), g_.byte_range(0xA0, 0xBF), cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xE1, 0xEC), cont, cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xED, 0xED), g_.byte_range(0x80, 0x9F), cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xEE, 0xEF), cont, cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xF0, 0xF0), g_.byte_range(0x90, 0xBF), cont, cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xF1, 0xF3), cont, cont, cont, p_.string_body}));
-      alts.push_back(g_.seq({lead(0xF4, 0xF4), g_.byte_range(0x80, 0x8F), cont, cont, p_.string_body}));
+      alts.push_back(g_.seq({lead(0xC2, 0xDF), cont, tail}));
+      alts.push_back(g_.seq({lead(0xE0, 0xE0), g_.byte_range(0xA0, 0xBF), cont, tail}));
+      alts.push_back(g_.seq({lead(0xE1, 0xEC), cont, cont, tail}));
+      alts.push_back(g_.seq({lead(0xED, 0xED), g_.byte_range(0x80, 0x9F), cont, tail}));
+      alts.push_back(g_.seq({lead(0xEE, 0xEF), cont, cont, tail}));
+      alts.push_back(g_.seq({lead(0xF0, 0xF0), g_.byte_range(0x90, 0xBF), cont, cont, tail}));
+      alts.push_back(g_.seq({lead(0xF1, 0xF3), cont, cont, cont, tail}));
+      alts.push_back(g_.seq({lead(0xF4, 0xF4), g_.byte_range(0x80, 0x8F), cont, cont, tail}));
     }
     for (unsigned char c : children)
       alts.push_back(g_.seq({g_.literal(std::string(1, static_cast<char>(c))), other_key_body(keys, prefix + static_cast<char>(c))}));
@@ -646,9 +651,10 @@ class SchemaCompiler {
     if (extra) {
       auto e = gen(*extra, extra_ptr);
       if (!e) return e.error();
-      RuleId key_rule = g_.add_rule(base + "_key", g_.seq({g_.literal("\""), other_key_body(keys, ""), g_.literal("\"")}));
+      RuleId key_rule = g_.add_rule(base + "_key", g_.seq({g_.literal("\""), other_key_body(keys, "")}));
       RuleId val_rule = g_.add_rule(base + "_extra", *e);
-      other = g_.seq({g_.call(key_rule), p_.ws, g_.literal(":"), p_.ws, g_.call(val_rule), p_.ws});
+      other = g_.call(g_.add_rule(base + "_other", g_.seq({g_.call(key_rule), p_.ws, g_.literal(":"), p_.ws,
+                                                           g_.call(val_rule), p_.ws})));
     }
     ExprId comma = g_.seq({g_.literal(","), p_.ws});
     ExprId extras = g_.star(g_.seq({comma, other}));
@@ -656,7 +662,7 @@ class SchemaCompiler {
     std::vector<RuleId> rest(props.size() + 1);
     // Up to 32 properties each rest[j] spells out members j.. inline, so that one
     // deterministic automaton covers the object (one parse stack); beyond, a chain of rules.
-    const bool inline_rest = props.size() <= 32;
+    const bool inline_rest = props.size() <= (extra ? 12u : 32u);
     for (size_t j = props.size() + 1; j-- > 0;) {
       std::vector<ExprId> items{extras};
       for (size_t i = j; i < props.size(); ++i) {
@@ -686,6 +692,7 @@ class SchemaCompiler {
   std::map<std::string, RuleId> ref_rules_;
   int depth_ = 0;
   int obj_counter_ = 0;
+  std::optional<RuleId> string_tail_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <cassert>
+#include <algorithm>
 #include <cstring>
 
 namespace spillway::grammar {
@@ -152,21 +153,32 @@ Status Matcher::compute_mask(uint64_t* mask, MaskStats* stats) {
   bool fast = cur.set_end > cur.set_begin;
   for (uint32_t i = cur.set_begin; i < cur.set_end && fast; ++i)
     if (!(grammar_->state(frames_[sets_[i]].state).flags & kStringLoop)) fast = false;
-  if (fast) {
-    std::memcpy(mask, trie_->string_slice_mask().data(), words * sizeof(uint64_t));
-  } else {
-    std::memset(mask, 0, words * sizeof(uint64_t));
-  }
+  // Which precomputed slice can be OR'd in, and which trie then covers the other tokens:
+  //  - every stack on a string loop: the slice, plus the suffix trie (exact: each other
+  //    token behaves like its suffix);
+  //  - some stack can read any safe characters: the slice, plus the trie of non-slice tokens;
+  //  - some stack can read >= 16 safe characters: the short slice, plus the rest;
+  //  - otherwise the full trie.
+  uint8_t live = 0;
+  for (uint32_t i = cur.set_begin; i < cur.set_end; ++i)
+    live = std::max(live, grammar_->state(frames_[sets_[i]].state).live_chars);
+  const ByteTrie* trie = &trie_->full();
+  const std::vector<uint64_t>* slice = nullptr;
+  if (fast) { trie = &trie_->string_suffixes(); slice = &trie_->string_slice_mask(); }
+  else if (live == kLiveUnbounded) { trie = &trie_->outside_slice(); slice = &trie_->string_slice_mask(); }
+  else if (live >= TokenTrie::kShortSliceChars) { trie = &trie_->outside_short_slice(); slice = &trie_->short_slice_mask(); }
+  if (slice) std::memcpy(mask, slice->data(), words * sizeof(uint64_t));
+  else std::memset(mask, 0, words * sizeof(uint64_t));
   if (cur.set_end > cur.set_begin) {
     const size_t frames_before = frames_.size();
     scratch_.clear();
     scratch_.insert(scratch_.end(), sets_.begin() + cur.set_begin, sets_.begin() + cur.set_end);
-    walk(fast ? trie_->string_suffixes() : trie_->full(), 0, 0, scratch_.size(), mask);
+    walk(*trie, 0, 0, scratch_.size(), mask);
     frames_.resize(frames_before);
   }
   if (cur.accepting && !cur.terminated)
     for (int32_t id : trie_->eos_ids()) mask[id >> 6] |= uint64_t{1} << (id & 63);
-  if (stats) { stats->steps = steps_; stats->string_fast_path = fast; }
+  if (stats) { stats->steps = steps_; stats->string_fast_path = fast; stats->slice_path = slice != nullptr; }
   if (overflow_)
     return Error{"grammar too ambiguous: more than " + std::to_string(limits_.max_stacks) + " parse stacks"};
   if (steps_ > limits_.max_mask_steps)

@@ -28,7 +28,8 @@ struct MatcherLimits {
 
 struct MaskStats {
   uint64_t steps = 0;       // byte steps (trie nodes visited with a live state)
-  bool string_fast_path = false;
+  bool string_fast_path = false;  // every stack on a string loop
+  bool slice_path = false;        // a precomputed slice mask was used
 };
 
 class Matcher {

@@ -1,6 +1,7 @@
 #include "grammar/token_trie.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "grammar/utf8.h"
 
@@ -20,28 +21,34 @@ size_t string_slice_prefix(const std::string& s) {
 }
 
 ByteTrie ByteTrie::build(std::vector<std::pair<std::string, int32_t>> entries) {
-  std::sort(entries.begin(), entries.end());
+  // Sort views, not the strings themselves (moves of 150k strings dominated the build).
+  std::vector<std::pair<std::string_view, int32_t>> e;
+  e.reserve(entries.size());
+  for (const auto& [s, id] : entries) e.emplace_back(s, id);
+  std::sort(e.begin(), e.end());
   ByteTrie t;
-  t.nodes_.reserve(entries.size() * 2 + 1);
-  t.token_ids_.reserve(entries.size());
+  t.nodes_.reserve(e.size() * 2 + 1);
+  t.token_ids_.reserve(e.size());
   t.nodes_.push_back(TrieNode{0, 0, 0, 0, 0});
   // Breadth-first over (node, [lo, hi) of entries sharing the node's prefix, depth) so
   // every node's children are contiguous.
-  struct Item { uint32_t node; size_t lo, hi, depth; };
-  std::vector<Item> queue{{0, 0, entries.size(), 0}};
+  struct Item { uint32_t node; uint32_t lo, hi, depth; };
+  std::vector<Item> queue;
+  queue.reserve(e.size() * 2 + 1);
+  queue.push_back({0, 0, static_cast<uint32_t>(e.size()), 0});
   for (size_t q = 0; q < queue.size(); ++q) {
-    Item it = queue[q];
-    size_t i = it.lo;
+    const Item it = queue[q];
+    uint32_t i = it.lo;
     t.nodes_[it.node].token_begin = static_cast<uint32_t>(t.token_ids_.size());
-    while (i < it.hi && entries[i].first.size() == it.depth) t.token_ids_.push_back(entries[i++].second);
+    while (i < it.hi && e[i].first.size() == it.depth) t.token_ids_.push_back(e[i++].second);
     t.nodes_[it.node].token_end = static_cast<uint32_t>(t.token_ids_.size());
     t.nodes_[it.node].first_child = static_cast<uint32_t>(t.nodes_.size());
     uint32_t n = 0;
     while (i < it.hi) {
-      unsigned char b = static_cast<unsigned char>(entries[i].first[it.depth]);
-      size_t j = i;
-      while (j < it.hi && static_cast<unsigned char>(entries[j].first[it.depth]) == b) ++j;
-      uint32_t child = static_cast<uint32_t>(t.nodes_.size());
+      const unsigned char b = static_cast<unsigned char>(e[i].first[it.depth]);
+      uint32_t j = i;
+      while (j < it.hi && static_cast<unsigned char>(e[j].first[it.depth]) == b) ++j;
+      const uint32_t child = static_cast<uint32_t>(t.nodes_.size());
       t.nodes_.push_back(TrieNode{0, 0, 0, 0, b});
       queue.push_back({child, i, j, it.depth + 1});
       ++n;
@@ -61,7 +68,8 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
   t->vocab_ = std::move(vocab);
   const size_t n = t->vocab_.tokens.size();
   t->slice_mask_.assign((n + 63) / 64, 0);
-  std::vector<std::pair<std::string, int32_t>> all, suffixes;
+  t->short_slice_mask_.assign((n + 63) / 64, 0);
+  std::vector<std::pair<std::string, int32_t>> all, suffixes, outside, outside_short;
   all.reserve(n);
   for (size_t id = 0; id < n; ++id) {
     const std::string& s = t->vocab_.tokens[id];
@@ -71,12 +79,20 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
     if (p == s.size()) {
       t->slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
       ++t->slice_count_;
+      size_t chars = 0;
+      for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+      if (chars <= kShortSliceChars) t->short_slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
+      else outside_short.emplace_back(s, static_cast<int32_t>(id));
     } else {
       suffixes.emplace_back(s.substr(p), static_cast<int32_t>(id));
+      outside.emplace_back(s, static_cast<int32_t>(id));
+      outside_short.emplace_back(s, static_cast<int32_t>(id));
     }
   }
   t->full_ = ByteTrie::build(std::move(all));
   t->suffixes_ = ByteTrie::build(std::move(suffixes));
+  t->outside_slice_ = ByteTrie::build(std::move(outside));
+  t->outside_short_slice_ = ByteTrie::build(std::move(outside_short));
   return t;
 }
 

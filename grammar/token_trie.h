@@ -59,12 +59,19 @@ class TokenTrie {
   const ByteTrie& full() const { return full_; }
   const ByteTrie& string_suffixes() const { return suffixes_; }
   const std::vector<uint64_t>& string_slice_mask() const { return slice_mask_; }
+  // Slice tokens of at most kShortSliceChars characters, and the tries of the tokens
+  // outside the slice / outside the short slice (full bytes), walked when a matcher state
+  // can read any (live_chars == 255) / at least kShortSliceChars safe characters.
+  static constexpr uint8_t kShortSliceChars = 16;
+  const std::vector<uint64_t>& short_slice_mask() const { return short_slice_mask_; }
+  const ByteTrie& outside_slice() const { return outside_slice_; }
+  const ByteTrie& outside_short_slice() const { return outside_short_slice_; }
   size_t string_slice_count() const { return slice_count_; }
 
  private:
   Vocabulary vocab_;
-  ByteTrie full_, suffixes_;
-  std::vector<uint64_t> slice_mask_;
+  ByteTrie full_, suffixes_, outside_slice_, outside_short_slice_;
+  std::vector<uint64_t> slice_mask_, short_slice_mask_;
   size_t slice_count_ = 0;
 };
 
