@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <unordered_map>
+#include <deque>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -61,15 +62,38 @@ WeightResidency::~WeightResidency() = default;
 
 Status WeightResidency::build_layout() {
   const Model& model = model_;
-  std::unordered_map<const void*, const TensorInfo*> by_data;
-  for (const TensorInfo& t : model.source().tensors()) by_data[t.data] = &t;
+  // A matrix is a whole tensor, or a slice of one (a routed expert of a 3-D expert tensor):
+  // find the tensor holding its first byte and describe the slice as a tensor of its own.
+  std::vector<const TensorInfo*> by_address;
+  for (const TensorInfo& t : model.source().tensors()) by_address.push_back(&t);
+  std::sort(by_address.begin(), by_address.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return std::less<const void*>()(a->data, b->data);
+  });
+  std::deque<TensorInfo> slices;
   auto tensor_of = [&](const kernels::WeightMatrix& m) -> Result<const TensorInfo*> {
-    auto it = by_data.find(m.data);
-    if (it == by_data.end()) {
-      return Error{fmt::format("{}: a weight matrix does not point at a tensor of the file",
-                               model.source().path())};
+    const auto* p = static_cast<const uint8_t*>(m.data);
+    auto it = std::upper_bound(by_address.begin(), by_address.end(), p, [](const uint8_t* x, const TensorInfo* t) {
+      return std::less<const void*>()(x, t->data);
+    });
+    const uint64_t bytes = static_cast<uint64_t>(kernels::row_bytes(m.type, m.cols) * m.rows);
+    if (it != by_address.begin()) {
+      const TensorInfo* t = *(it - 1);
+      const auto offset = static_cast<uint64_t>(p - static_cast<const uint8_t*>(t->data));
+      if (offset == 0 && bytes == t->n_bytes) return t;
+      if (offset + bytes <= t->n_bytes) {
+        TensorInfo& s = slices.emplace_back();
+        s.name = t->name;
+        s.type = t->type;
+        s.shape = {m.cols, m.rows};
+        s.data = p;
+        s.n_bytes = bytes;
+        s.file_index = t->file_index;
+        s.file_offset = t->file_offset + offset;
+        return &s;
+      }
     }
-    return it->second;
+    return Error{fmt::format("{}: a weight matrix does not point at a tensor of the file",
+                             model.source().path())};
   };
 
   // The non-layer set: token embeddings and (unless tied) the output matrix.

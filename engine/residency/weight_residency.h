@@ -65,6 +65,11 @@ class WeightResidency final : public LayerWeightSource {
   static Result<UnitSizes> measure(const Model& model, const WeightResidencyOptions& options);
 
   Result<const BlockWeights*> acquire_layer(int32_t layer) override;
+  // From the acquired layer (every routed expert is part of its unit).
+  Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
+                                                           std::span<const int32_t> experts) override {
+    return experts_of_block(layers_[layer].weights, layer, experts);
+  }
   void release_layer(int32_t layer) override;
   const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
   const kernels::WeightMatrix& output() const override { return output_; }
