@@ -145,35 +145,40 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
     }
   }
 
-  auto experts = source.acquire_experts(layer, used_ids_);
-  if (!experts) return experts.error();
-  assert(experts->size() == used_ids_.size());
-
-  // 4. Each expert the step uses, once, over the rows routed to it.
+  // 4. Each expert the step uses, once, over the rows routed to it; in waves when the
+  //    source cannot hold them all at once (an expert cache smaller than the step's set).
   const size_t row_bytes = sizeof(float) * d;
-  for (size_t i = 0; i < used_ids_.size(); ++i) {
-    const int32_t e = used_ids_[i];
-    const ExpertWeights& ew = *(*experts)[i];
-    const int32_t begin = expert_begin_[e];
-    const int32_t rows = expert_begin_[e + 1] - begin;
-    for (int32_t r = 0; r < rows; ++r) {
-      std::memcpy(xe_.data + size_t(r) * d, h_.data + size_t(pair_token_[begin + r]) * d, row_bytes);
+  const size_t wave = static_cast<size_t>(std::max(1, source.max_experts_per_acquire()));
+  for (size_t first = 0; first < used_ids_.size(); first += wave) {
+    const std::span<const int32_t> ids(used_ids_.data() + first, std::min(wave, used_ids_.size() - first));
+    auto experts = source.acquire_experts(layer, ids);
+    if (!experts) return experts.error();
+    assert(experts->size() == ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int32_t e = ids[i];
+      const ExpertWeights& ew = *(*experts)[i];
+      const int32_t begin = expert_begin_[e];
+      const int32_t rows = expert_begin_[e + 1] - begin;
+      for (int32_t r = 0; r < rows; ++r) {
+        std::memcpy(xe_.data + size_t(r) * d, h_.data + size_t(pair_token_[begin + r]) * d, row_bytes);
+      }
+      const auto n_ff = static_cast<int32_t>(ew.gate.rows);
+      timed(ctx.profile, P::GateUp, [&] {
+        const kernels::WeightMatrix* ws[] = {&ew.gate, &ew.up};
+        float* ys[] = {ge_.data, ue_.data};
+        kernels::matmul_multi(ws, xe_.data, rows, ys, ctx.matmul_scratch, ctx.pool);
+      });
+      SiluRows silu{ge_.data, ue_.data, n_ff};
+      timed(ctx.profile, P::Down, [&] {
+        const kernels::WeightMatrix* ws[] = {&ew.down};
+        float* ys[] = {ye_.data};
+        kernels::matmul_multi(ws, ge_.data, rows, ys, ctx.matmul_scratch, ctx.pool, {SiluRows::apply, &silu});
+      });
+      for (int32_t r = 0; r < rows; ++r) {
+        std::memcpy(slot_out_.data + size_t(pair_slot_[begin + r]) * d, ye_.data + size_t(r) * d, row_bytes);
+      }
     }
-    const auto n_ff = static_cast<int32_t>(ew.gate.rows);
-    timed(ctx.profile, P::GateUp, [&] {
-      const kernels::WeightMatrix* ws[] = {&ew.gate, &ew.up};
-      float* ys[] = {ge_.data, ue_.data};
-      kernels::matmul_multi(ws, xe_.data, rows, ys, ctx.matmul_scratch, ctx.pool);
-    });
-    SiluRows silu{ge_.data, ue_.data, n_ff};
-    timed(ctx.profile, P::Down, [&] {
-      const kernels::WeightMatrix* ws[] = {&ew.down};
-      float* ys[] = {ye_.data};
-      kernels::matmul_multi(ws, ge_.data, rows, ys, ctx.matmul_scratch, ctx.pool, {SiluRows::apply, &silu});
-    });
-    for (int32_t r = 0; r < rows; ++r) {
-      std::memcpy(slot_out_.data + size_t(pair_slot_[begin + r]) * d, ye_.data + size_t(r) * d, row_bytes);
-    }
+    if (first + wave < used_ids_.size()) source.release_experts(layer);
   }
 
   // 5. The shared expert's down projection.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <variant>
 #include <vector>
@@ -33,6 +34,11 @@ class LayerWeightSource {
                                                                    std::span<const int32_t> experts) {
     return Error{fmt::format("layer {} has no routed experts ({} requested)", layer, experts.size())};
   }
+  // Unpins the experts acquired so far for `layer` (release_layer does too); a MoE FFN with
+  // more distinct experts than max_experts_per_acquire() runs them in waves, releasing
+  // between waves.
+  virtual void release_experts(int32_t layer) {}
+  virtual int32_t max_experts_per_acquire() const { return std::numeric_limits<int32_t>::max(); }
   virtual void release_layer(int32_t layer) = 0;
   virtual const kernels::WeightMatrix& token_embedding() const = 0;
   virtual const kernels::WeightMatrix& output() const = 0;

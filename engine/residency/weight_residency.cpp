@@ -9,8 +9,34 @@
 
 namespace spillway::engine {
 
+namespace {
+
+// The matrices of a layer unit, in a fixed order: all of the block's (BlockWeights::
+// for_each_matrix), or, when the expert tier serves the routed experts, all but those.
+template <class Fn>
+void for_each_unit_matrix(BlockWeights& b, bool experts_apart, Fn&& fn) {
+  if (!experts_apart) {
+    b.for_each_matrix(fn);
+    return;
+  }
+  std::visit([&](auto& m) { m.for_each_matrix(fn); }, b.mixer);
+  std::visit([&](auto& f) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(f)>, MoeFfnWeights>) {
+      f.for_each_non_expert_matrix(fn);
+    } else {
+      f.for_each_matrix(fn);
+    }
+  }, b.ffn);
+}
+
+}  // namespace
+
 WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)
-    : model_(model), options_(options) {}
+    : model_(model), options_(options) {
+  if (options.expert_cache_bytes >= 0) {
+    for (const BlockWeights& b : model.layers()) experts_apart_ |= std::holds_alternative<MoeFfnWeights>(b.ffn);
+  }
+}
 
 WeightResidency::~WeightResidency() = default;
 
@@ -41,7 +67,7 @@ Status WeightResidency::build_layout() {
     layer.unit.id = l;
     tensors.clear();
     Status bound;
-    model.layers()[l].for_each_matrix([&](const kernels::WeightMatrix& m) {
+    for_each_unit_matrix(const_cast<BlockWeights&>(model.layers()[l]), experts_apart_, [&](const kernels::WeightMatrix& m) {
       auto t = tensor_of(m);
       if (!t) {
         if (bound.ok()) bound = t.error();
@@ -51,7 +77,13 @@ Status WeightResidency::build_layout() {
     });
     SPILLWAY_TRY(bound);
     layer.matrix_offsets = build_stream_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
-    layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) {
+    if (experts_apart_) {
+      // Served by the expert cache: never read through these views.
+      if (auto* moe = std::get_if<MoeFfnWeights>(&layer.weights.ffn)) {
+        for (ExpertWeights& e : moe->experts) e.for_each_matrix([](kernels::WeightMatrix& m) { m.data = nullptr; });
+      }
+    }
+    for_each_unit_matrix(layer.weights, experts_apart_, [&](kernels::WeightMatrix& m) {
       if (!options_.keep_file_layout && kernels::has_tiled_layout(m.type, m.cols)) {
         m.layout = kernels::WeightLayout::Tiled;
         retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
@@ -125,20 +157,26 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
       w->unload_layer(l);
     }
   }
+  if (w->experts_apart_) {
+    ExpertCacheOptions cache_options{.cache_bytes = options.expert_cache_bytes,
+                                     .read_threads = options.expert_read_threads,
+                                     .retile = !options.keep_file_layout};
+    ASSIGN_OR_RETURN(w->experts_, ExpertCache::create(model, files, cache_options));
+  }
   w->reschedule();
   return w;
 }
 
 void WeightResidency::rebase(Layer& layer, const uint8_t* buffer) const {
   size_t i = 0;
-  layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) { m.data = buffer + layer.matrix_offsets[i++]; });
+  for_each_unit_matrix(layer.weights, experts_apart_, [&](kernels::WeightMatrix& m) { m.data = buffer + layer.matrix_offsets[i++]; });
 }
 
 void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const {
   // Reads only the matrices' shapes and layouts, never `data` (which the engine thread
   // rebases), so the I/O thread may run it while the engine works.
   size_t i = 0;
-  layer.weights.for_each_matrix([&](const kernels::WeightMatrix& w) {
+  for_each_unit_matrix(const_cast<BlockWeights&>(layer.weights), experts_apart_, [&](const kernels::WeightMatrix& w) {
     const uint64_t offset = layer.matrix_offsets[i++];
     if (w.layout != kernels::WeightLayout::Tiled) return;
     kernels::retile_in_place(w.type, buffer + offset, w.rows, w.cols, scratch.data());
@@ -181,7 +219,7 @@ void WeightResidency::unload_layer(int32_t layer_index) {
   layer.memory = AlignedBytes{};
   // Until acquire_layer points them at a staging slot, a streamed layer's matrices point
   // nowhere: a use without acquire faults instead of silently reading the file mapping.
-  layer.weights.for_each_matrix([](kernels::WeightMatrix& m) { m.data = nullptr; });
+  for_each_unit_matrix(layer.weights, experts_apart_, [](kernels::WeightMatrix& m) { m.data = nullptr; });
 }
 
 Status WeightResidency::make_resident(int32_t layer_index) {
@@ -207,7 +245,26 @@ Result<const BlockWeights*> WeightResidency::acquire_layer(int32_t layer_index) 
 }
 
 void WeightResidency::release_layer(int32_t layer_index) {
+  if (experts_) experts_->release(layer_index);
   if (!layers_[layer_index].memory.data) streamer_->release(layer_index);
+}
+
+Result<std::vector<const ExpertWeights*>> WeightResidency::acquire_experts(int32_t layer,
+                                                                          std::span<const int32_t> experts) {
+  if (experts_) return experts_->acquire(layer, experts);
+  return experts_of_block(layers_[layer].weights, layer, experts);
+}
+
+void WeightResidency::release_experts(int32_t layer) {
+  if (experts_) experts_->release(layer);
+}
+
+int32_t WeightResidency::max_experts_per_acquire() const {
+  return experts_ ? experts_->max_pin() : LayerWeightSource::max_experts_per_acquire();
+}
+
+ExpertCacheStats WeightResidency::expert_cache_stats() const {
+  return experts_ ? experts_->stats() : ExpertCacheStats{};
 }
 
 int32_t WeightResidency::resident_layers() const {
