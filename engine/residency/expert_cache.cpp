@@ -20,6 +20,22 @@ double seconds_since(Clock::time_point start) {
 
 }  // namespace
 
+ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertCacheStats& before) {
+  ExpertCacheReport r;
+  r.expert_requests_hit = now.hits - before.hits;
+  r.expert_requests_miss = now.misses - before.misses;
+  r.expert_bytes_read = now.bytes_read - before.bytes_read;
+  r.evictions = now.evictions - before.evictions;
+  r.io_stall_seconds = now.stall_seconds - before.stall_seconds;
+  r.read_seconds = now.read_seconds - before.read_seconds;
+  const uint64_t requests = r.expert_requests_hit + r.expert_requests_miss;
+  r.hit_rate = requests > 0 ? static_cast<double>(r.expert_requests_hit) / static_cast<double>(requests) : 0.0;
+  r.resident_experts = now.resident_experts;
+  r.slots = now.slots;
+  r.cache_bytes = now.cache_bytes;
+  return r;
+}
+
 Status ExpertCache::build(const Model& model) {
   TensorLocator locator(model);
   const auto& layers = model.layers();

@@ -51,6 +51,17 @@ struct ExpertCacheStats {
   int64_t cache_bytes = 0;
 };
 
+// The counters as JSON-ready name/value pairs with the Prometheus names of issue #16 (no
+// `spillway_` prefix): what `spillway run --json` and `bench --json` report. `before`: a
+// snapshot to subtract from the cumulative counters (zeros: since start).
+struct ExpertCacheReport {
+  uint64_t expert_requests_hit = 0, expert_requests_miss = 0, expert_bytes_read = 0, evictions = 0;
+  double io_stall_seconds = 0, read_seconds = 0, hit_rate = 0;
+  int32_t resident_experts = 0, slots = 0;
+  int64_t cache_bytes = 0;
+};
+ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertCacheStats& before = {});
+
 class ExpertCache {
  public:
   // Slot size and the fewest slots a cache of this model may have (the largest top-k).
