@@ -73,13 +73,14 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
 
   auto plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
-  if (!plan) return plan.error();
-  setup.plan = std::move(*plan);
 
   // MoE: the expert tier when asked for, or (auto) when the model does not fit whole.
   const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
   const int64_t want_cache = options.expert_cache_bytes.value_or(-2);  // -2: auto
-  if (moe && want_cache != -1 && (want_cache >= 0 || setup.plan.streamed_layers > 0)) {
+  if (!moe || want_cache == -1 || (want_cache < 0 && plan && plan->streamed_layers == 0)) {
+    if (!plan) return plan.error();
+    setup.plan = std::move(*plan);
+  } else {
     ASSIGN_OR_RETURN(const ExpertCache::Sizes experts, ExpertCache::measure(model));
     weight_options.expert_cache_bytes = 0;
     auto apart = WeightResidency::measure(model, weight_options);

@@ -12,6 +12,7 @@
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "engine/residency/expert_cache.h"
+#include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
 
@@ -146,6 +147,55 @@ TEST_F(ExpertCacheTest, TheLayerUnitsNoLongerHoldTheRoutedExperts) {
     // Attention (~100 KiB) and the router stay; the 16 routed experts (768 KiB) leave.
     EXPECT_GT(apart->layer_bytes[l], 0);
     EXPECT_LT(apart->layer_bytes[l] + 12 * 48 * 1024, whole->layer_bytes[l]) << l;
+  }
+}
+
+class FixedMemory final : public MemorySource {
+ public:
+  explicit FixedMemory(int64_t available) { r_.available_bytes = r_.limit_bytes = available; }
+  MemoryReading read() const override { return r_; }
+
+ private:
+  MemoryReading r_;
+};
+
+// Under a budget the whole model does not fit (auto), or with an explicit cache size, the
+// setup turns the expert tier on, keeps every layer's attention and router resident, and
+// the output is still the mapping's, bit for bit; --expert-cache off keeps experts in layers.
+TEST_F(ExpertCacheTest, TheResidencySetupChoosesTheExpertTier) {
+  const ResidencyDemand demand{.context_tokens = 64, .max_batch_tokens = 16, .threads = 1};
+  const int64_t runtime = runtime_reserve_bytes(model_->config(), demand);
+  struct Case {
+    std::optional<int64_t> cache;  // the option
+    int64_t budget;                // above the runtime reserve and KV
+    bool tier;
+    int32_t slots;                 // expected, 0: don't check
+  };
+  const int64_t slot = sizes_.slot_bytes;
+  const Case cases[] = {
+      {std::nullopt, runtime + (64 << 20), false, 0},   // everything fits
+      {std::nullopt, runtime + (2 << 20), true, 0},     // it does not: the room left is cache
+      {int64_t{10} * slot, runtime + (64 << 20), true, 10},
+      {int64_t{-1}, runtime + (3 << 20), false, 0},     // off: whole layers are streamed instead
+  };
+  for (const Case& k : cases) {
+    ResidencyOptions o;
+    o.memory_budget_bytes = k.budget;
+    o.expert_cache_bytes = k.cache;
+    o.priority = ResidencyPriority::MaxThroughput;
+    auto setup = set_up_residency(*model_, o, demand, FixedMemory(k.budget));
+    ASSERT_TRUE(setup.ok()) << setup.error().message;
+    EXPECT_EQ(setup->plan.expert_tier, k.tier) << k.budget;
+    EXPECT_EQ(setup->weights->expert_tier(), k.tier);
+    if (k.cache == -1) EXPECT_GT(setup->plan.streamed_layers, 0);
+    if (k.tier) {
+      EXPECT_EQ(setup->plan.streamed_layers, 0);
+      const ExpertCacheStats s = setup->weights->expert_cache_stats();
+      if (k.slots > 0) EXPECT_EQ(s.slots, k.slots);
+      EXPECT_GE(s.slots, sizes_.min_slots);
+      EXPECT_LE(setup->plan.expert_cache_bytes, k.budget - runtime);
+    }
+    EXPECT_TRUE(same_bits(plain_, run_steps(*model_, setup->weights.get())));
   }
 }
 
