@@ -136,6 +136,7 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   for (int32_t e = 0; e < n_expert; ++e) {
     if (expert_begin_[e + 1] > expert_begin_[e]) used_ids_.push_back(e);
   }
+  if (on_route) on_route(layer, used_ids_);
   cursor_.assign(expert_begin_.begin(), expert_begin_.begin() + n_expert);
   for (int32_t t = 0; t < n_tokens; ++t) {
     for (int32_t j = 0; j < k; ++j) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -56,6 +57,10 @@ class MoeFfn {
   // Overrides every MoE layer's n_expert_used for the following runs (0: the spec's
   // value; else clamped to [1, spec.n_expert_used]). MoBiLE's little pass runs with K/2.
   void set_experts_used_override(int32_t k) { used_override_ = k; }
+
+  // Called on every run with the layer and the distinct experts its step uses (ascending):
+  // what an expert cache is asked for. Routing traces (tools/expert_trace.h). Empty: none.
+  std::function<void(int32_t layer, std::span<const int32_t> experts)> on_route;
 
   // Per (token, slot) of the last run: the expert ids chosen ([n_tokens, k] row-major),
   // for tests and routing traces. Valid until the next run.
