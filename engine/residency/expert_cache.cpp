@@ -109,12 +109,10 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, std
   int64_t total_experts = 0;
   for (const auto& u : c->units_) total_experts += static_cast<int64_t>(u.size());
   const auto n_slots = static_cast<int32_t>(std::min(want, total_experts));
-  if (n_slots < sizes.floor_slots) std::fill(c->layer_floor_.begin(), c->layer_floor_.end(), 0);
-  c->memory_ = AlignedBytes::allocate(c->slot_bytes_ * static_cast<uint64_t>(n_slots));
-  c->slots_.resize(n_slots);
-  for (int32_t i = 0; i < n_slots; ++i) c->slots_[i].buffer = c->memory_.data.get() + c->slot_bytes_ * i;
-  c->stats_.slots = n_slots;
-  c->stats_.cache_bytes = static_cast<int64_t>(c->slot_bytes_) * n_slots;
+  c->layer_floor_wanted_ = c->layer_floor_;
+  c->min_slots_ = sizes.min_slots;
+  c->created_slots_ = n_slots;
+  c->grow(n_slots);
   const int32_t n_readers = std::max(1, options.read_threads);
   for (int32_t i = 0; i < n_readers; ++i) c->readers_.emplace_back([p = c.get()] { p->reader_loop(); });
   return c;
@@ -160,6 +158,59 @@ void ExpertCache::reader_loop() {
     }
     if (--pending_ == 0) done_.notify_all();
   }
+}
+
+void ExpertCache::update_floors() {
+  int32_t total = 0;
+  for (int32_t f : layer_floor_wanted_) total += f;
+  const bool on = static_cast<int32_t>(slots_.size()) >= total;
+  for (size_t l = 0; l < layer_floor_.size(); ++l) layer_floor_[l] = on ? layer_floor_wanted_[l] : 0;
+  stats_.slots = static_cast<int32_t>(slots_.size());
+  stats_.cache_bytes = static_cast<int64_t>(slot_bytes_) * stats_.slots;
+}
+
+int32_t ExpertCache::grow(int32_t n) {
+  int32_t added = 0;
+  while (added < n && static_cast<int32_t>(slots_.size()) < created_slots_) {
+    Slot& s = slots_.emplace_back();
+    s.memory = AlignedBytes::allocate(slot_bytes_);
+    s.buffer = s.memory.data.get();
+    ++added;
+  }
+  update_floors();
+  return added;
+}
+
+int32_t ExpertCache::shrink(int32_t n) {
+  int32_t dropped = 0;
+  while (dropped < n && static_cast<int32_t>(slots_.size()) > min_slots_) {
+    // The least recently used slot (free slots first: last_use 0).
+    int32_t victim = -1;
+    for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
+      if (slots_[i].pinned) continue;
+      if (slots_[i].layer < 0) {
+        victim = i;
+        break;
+      }
+      if (victim < 0 || slots_[i].last_use < slots_[victim].last_use) victim = i;
+    }
+    if (victim < 0) break;
+    Slot& s = slots_[victim];
+    if (s.layer >= 0) {
+      slot_of_[s.layer][s.expert] = -1;
+      --layer_slots_[s.layer];
+      ++stats_.evictions;
+    }
+    // Move the last slot into the hole and repoint its expert.
+    if (victim != static_cast<int32_t>(slots_.size()) - 1) {
+      s = std::move(slots_.back());
+      if (s.layer >= 0) slot_of_[s.layer][s.expert] = victim;
+    }
+    slots_.pop_back();
+    ++dropped;
+  }
+  update_floors();
+  return dropped;
 }
 
 int32_t ExpertCache::pick_victim(int32_t layer) const {

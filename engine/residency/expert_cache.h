@@ -86,6 +86,15 @@ class ExpertCache {
   Result<std::vector<const ExpertWeights*>> acquire(int32_t layer, std::span<const int32_t> ids);
   void release(int32_t layer);
   int32_t max_pin() const { return static_cast<int32_t>(slots_.size()); }
+
+  // Memory pressure, between steps (nothing pinned): frees up to n slots, least recently
+  // used first, keeping at least min_slots(); returns how many went. grow adds up to n
+  // slots back, never beyond the size the cache was created with; returns how many came.
+  int32_t shrink(int32_t n);
+  int32_t grow(int32_t n);
+  int32_t min_slots() const { return min_slots_; }
+  int32_t created_slots() const { return created_slots_; }
+  int64_t slot_bytes() const { return static_cast<int64_t>(slot_bytes_); }
   ExpertCacheStats stats() const;
 
  private:
@@ -99,6 +108,7 @@ class ExpertCache {
     uint64_t last_use = 0;
     bool pinned = false;
     ExpertWeights weights;
+    AlignedBytes memory;  // slot_bytes_, its own allocation so that shrink can free it
     uint8_t* buffer = nullptr;
   };
   struct ReadJob {
@@ -109,6 +119,7 @@ class ExpertCache {
   ExpertCache() = default;
   Status build(const Model& model);
   int32_t pick_victim(int32_t layer) const;  // an unpinned slot, or -1
+  void update_floors();                      // floors on only when every layer's fits
   void reader_loop();
 
   std::vector<const DirectReader*> files_;
@@ -117,8 +128,9 @@ class ExpertCache {
   std::vector<std::vector<int32_t>> slot_of_;       // [layer][expert] -> slot or -1
   std::vector<int32_t> layer_slots_;                // slots each layer holds
   std::vector<int32_t> layer_floor_;                // 2 x top-k, or 0 when floors are off
+  std::vector<int32_t> layer_floor_wanted_;         // 2 x top-k
   uint64_t slot_bytes_ = 0;
-  AlignedBytes memory_;
+  int32_t min_slots_ = 0, created_slots_ = 0;
   std::vector<Slot> slots_;
   uint64_t tick_ = 0;
   size_t retile_scratch_bytes_ = 0;

@@ -98,6 +98,17 @@ class WeightResidency final : public LayerWeightSource {
   int64_t streamed_bytes_per_step() const; // file bytes the streamed layers read per step
   StreamerStats streamer_stats() const;
   bool expert_tier() const { return experts_ != nullptr; }
+  // The expert cache under memory pressure (between steps): frees / re-adds up to n slots;
+  // returns how many (0 without the expert tier). See ExpertCache::shrink / grow.
+  int32_t shrink_expert_cache(int32_t n) { return experts_ ? experts_->shrink(n) : 0; }
+  int32_t grow_expert_cache(int32_t n) { return experts_ ? experts_->grow(n) : 0; }
+  int32_t expert_cache_shrinkable_slots() const {
+    return experts_ ? experts_->max_pin() - experts_->min_slots() : 0;
+  }
+  int32_t expert_cache_missing_slots() const {
+    return experts_ ? experts_->created_slots() - experts_->max_pin() : 0;
+  }
+  int64_t expert_slot_bytes() const { return experts_ ? experts_->slot_bytes() : 0; }
   ExpertCacheStats expert_cache_stats() const;  // zeros when the expert tier is off
   bool direct_io() const;
 
