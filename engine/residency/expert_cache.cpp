@@ -133,8 +133,8 @@ void ExpertCache::reader_loop() {
   for (;;) {
     work_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    const ReadJob job = queue_.back();
-    queue_.pop_back();
+    const ReadJob job = queue_.front();
+    queue_.pop_front();
     lk.unlock();
     const auto start = Clock::now();
     Status st = read_stream_unit(files_, job.unit->unit, job.buffer);
@@ -156,7 +156,9 @@ void ExpertCache::reader_loop() {
     } else if (first_error_.empty()) {
       first_error_ = st.error().message;
     }
-    if (--pending_ == 0) done_.notify_all();
+    slots_[job.slot].loading = false;
+    --pending_;
+    done_.notify_all();
   }
 }
 
@@ -227,6 +229,17 @@ int32_t ExpertCache::pick_victim(int32_t layer) const {
 }
 
 Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, std::span<const int32_t> ids) {
+  std::vector<uint8_t> ready;
+  auto out = begin_acquire(layer, ids, ready);
+  if (!out) return out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!ready[i]) SPILLWAY_TRY(wait(i));
+  }
+  return out;
+}
+
+Result<std::vector<const ExpertWeights*>> ExpertCache::begin_acquire(int32_t layer, std::span<const int32_t> ids,
+                                                                     std::vector<uint8_t>& ready) {
   if (layer < 0 || layer >= static_cast<int32_t>(units_.size()) || units_[layer].empty()) {
     return Error{fmt::format("expert cache: layer {} has no routed experts", layer)};
   }
@@ -234,20 +247,26 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     return Error{fmt::format("expert cache: {} experts requested at once, {} slots", ids.size(), slots_.size())};
   }
   const auto n_expert = static_cast<int32_t>(units_[layer].size());
-  std::vector<const ExpertWeights*> out(ids.size(), nullptr);
-  std::vector<std::pair<size_t, int32_t>> misses;  // (index in ids, slot)
-  ++tick_;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t e = ids[i];
+  for (const int32_t e : ids) {
     if (e < 0 || e >= n_expert) return Error{fmt::format("expert cache: layer {} has no expert {}", layer, e)};
-    const int32_t s = slot_of_[layer][e];
+  }
+  std::vector<const ExpertWeights*> out(ids.size(), nullptr);
+  ready.assign(ids.size(), 0);
+  request_slots_.assign(ids.size(), -1);
+  request_layer_ = layer;
+  ++tick_;
+  // Hits first, pinned, so that the misses of this request cannot evict them.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t s = slot_of_[layer][ids[i]];
     if (s >= 0) {
       slots_[s].pinned = true;
       slots_[s].last_use = tick_;
       out[i] = &slots_[s].weights;
+      ready[i] = 1;
       ++stats_.hits;
     }
   }
+  std::vector<ReadJob> jobs;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (out[i]) continue;
     const int32_t e = ids[i];
@@ -262,6 +281,7 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     slot.layer = layer;
     slot.expert = e;
     slot.pinned = true;
+    slot.loading = true;
     slot.last_use = tick_;
     slot_of_[layer][e] = s;
     ++layer_slots_[layer];
@@ -270,35 +290,49 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     int m = 0;
     slot.weights.for_each_matrix([&](kernels::WeightMatrix& w) { w.data = slot.buffer + u.offsets[m++]; });
     out[i] = &slot.weights;
-    misses.emplace_back(i, s);
+    request_slots_[i] = s;
+    jobs.push_back({&u, slot.buffer, s});
     ++stats_.misses;
   }
-  if (!misses.empty()) {
-    const auto start = Clock::now();
-    std::string error;
-    {
-      std::unique_lock lk(mu_);
-      for (const auto& [i, s] : misses) queue_.push_back({&units_[layer][ids[i]], slots_[s].buffer});
-      pending_ += misses.size();
-      work_.notify_all();
+  if (!jobs.empty()) {
+    std::lock_guard lk(mu_);
+    for (const ReadJob& j : jobs) queue_.push_back(j);  // read in request order
+    pending_ += jobs.size();
+    work_.notify_all();
+  }
+  return out;
+}
+
+Status ExpertCache::wait(size_t index) {
+  if (index >= request_slots_.size() || request_slots_[index] < 0) return {};
+  const int32_t s = request_slots_[index];
+  const auto start = Clock::now();
+  std::string error;
+  {
+    std::unique_lock lk(mu_);
+    done_.wait(lk, [&] { return !slots_[s].loading; });
+    if (!first_error_.empty()) {
+      // Let every read of the request land before its slots are forgotten.
       done_.wait(lk, [&] { return pending_ == 0; });
       error.swap(first_error_);
     }
-    stats_.stall_seconds += seconds_since(start);
-    if (!error.empty()) {
-      // The failed slots hold garbage: forget every expert of this request that was read.
-      for (const auto& [i, s] : misses) {
-        Slot& slot = slots_[s];
-        slot_of_[slot.layer][slot.expert] = -1;
-        --layer_slots_[slot.layer];
-        slot.layer = slot.expert = -1;
-        slot.pinned = false;
-      }
-      release(layer);
-      return Error{error};
-    }
   }
-  return out;
+  stats_.stall_seconds += seconds_since(start);
+  if (error.empty()) return {};
+  // The failed slots hold garbage: forget every expert of this request that was read.
+  for (const int32_t slot_index : request_slots_) {
+    if (slot_index < 0) continue;
+    Slot& slot = slots_[slot_index];
+    if (slot.layer >= 0) {
+      slot_of_[slot.layer][slot.expert] = -1;
+      --layer_slots_[slot.layer];
+    }
+    slot.layer = slot.expert = -1;
+    slot.pinned = false;
+  }
+  request_slots_.clear();
+  release(request_layer_);
+  return Error{error};
 }
 
 void ExpertCache::release(int32_t layer) {

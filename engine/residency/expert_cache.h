@@ -19,6 +19,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -84,6 +85,14 @@ class ExpertCache {
   // their views in order, valid until release(layer). Reads the misses in parallel. An Error
   // when a read failed (it names the file) or the request is invalid.
   Result<std::vector<const ExpertWeights*>> acquire(int32_t layer, std::span<const int32_t> ids);
+  // The same without waiting: the views at once, ready[i] = 1 for the hits; the misses are
+  // being read (in request order) until wait(i) returns for them. Every miss must be
+  // waited for before the next begin_acquire, release or shrink.
+  Result<std::vector<const ExpertWeights*>> begin_acquire(int32_t layer, std::span<const int32_t> ids,
+                                                          std::vector<uint8_t>& ready);
+  // Blocks until expert `index` of the last begin_acquire is loaded. An Error (naming the
+  // file) when a read of the request failed: all its misses are then forgotten and unpinned.
+  Status wait(size_t index);
   void release(int32_t layer);
   int32_t max_pin() const { return static_cast<int32_t>(slots_.size()); }
 
@@ -107,6 +116,7 @@ class ExpertCache {
     int32_t layer = -1, expert = -1;
     uint64_t last_use = 0;
     bool pinned = false;
+    bool loading = false;  // a read in flight (under mu_)
     ExpertWeights weights;
     AlignedBytes memory;  // slot_bytes_, its own allocation so that shrink can free it
     uint8_t* buffer = nullptr;
@@ -114,6 +124,7 @@ class ExpertCache {
   struct ReadJob {
     const ExpertUnit* unit;
     uint8_t* buffer;
+    int32_t slot;
   };
 
   ExpertCache() = default;
@@ -138,7 +149,9 @@ class ExpertCache {
   // Reader pool.
   mutable std::mutex mu_;
   std::condition_variable work_, done_;
-  std::vector<ReadJob> queue_;
+  std::deque<ReadJob> queue_;
+  std::vector<int32_t> request_slots_;  // the last begin_acquire: per index, its miss's slot or -1
+  int32_t request_layer_ = -1;
   size_t pending_ = 0;
   std::string first_error_;
   bool stop_ = false;

@@ -255,6 +255,17 @@ Result<std::vector<const ExpertWeights*>> WeightResidency::acquire_experts(int32
   return experts_of_block(layers_[layer].weights, layer, experts);
 }
 
+Result<std::vector<const ExpertWeights*>> WeightResidency::begin_acquire_experts(int32_t layer,
+                                                                                std::span<const int32_t> experts,
+                                                                                std::vector<uint8_t>& ready) {
+  if (experts_) return experts_->begin_acquire(layer, experts, ready);
+  return LayerWeightSource::begin_acquire_experts(layer, experts, ready);
+}
+
+Status WeightResidency::wait_expert(int32_t layer, size_t index) {
+  return experts_ ? experts_->wait(index) : Status{};
+}
+
 void WeightResidency::release_experts(int32_t layer) {
   if (experts_) experts_->release(layer);
 }

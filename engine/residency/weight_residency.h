@@ -77,6 +77,9 @@ class WeightResidency final : public LayerWeightSource {
   // holds every routed expert).
   Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
                                                            std::span<const int32_t> experts) override;
+  Result<std::vector<const ExpertWeights*>> begin_acquire_experts(int32_t layer, std::span<const int32_t> experts,
+                                                                 std::vector<uint8_t>& ready) override;
+  Status wait_expert(int32_t layer, size_t index) override;
   void release_experts(int32_t layer) override;
   int32_t max_experts_per_acquire() const override;
   void release_layer(int32_t layer) override;

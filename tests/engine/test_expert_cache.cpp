@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 #include <string>
 
 #include "engine/forward/forward.h"
@@ -269,6 +271,40 @@ TEST_F(ExpertCacheTest, PressureShedsCacheSlotsBeforeLayersAndCalmReadmitsThem) 
   controller.on_step();
   EXPECT_LT(w.resident_layers(), n_layers);
   EXPECT_TRUE(same_bits(plain_, run_steps(*model_, &w)));
+}
+
+// A read that fails mid-run (the file shrank under the cache) is an Error naming the file,
+// not a crash; the failed experts are forgotten, and once the file is whole again the same
+// residency gives the mapping's logits.
+TEST_F(ExpertCacheTest, AFailedExpertReadIsAnErrorNamingTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path copy = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-expert-read-" + std::to_string(getpid()) + ".gguf");
+  fs::copy_file(eval_model_path(), copy, fs::copy_options::overwrite_existing);
+  {
+    auto model = Model::open(copy.string());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    WeightResidencyOptions o;
+    o.expert_cache_bytes = 8 * sizes_.slot_bytes;
+    auto weights = WeightResidency::create(**model, std::vector<bool>(4, true), o);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    const auto size = fs::file_size(copy);
+    fs::resize_file(copy, size / 2);  // the experts of the later layers are gone
+    kernels::ThreadPool pool(2);
+    const ModelConfig& c = (*model)->config();
+    KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 4);
+    ForwardPass forward(**model, kv, pool, 16, 64, weights->get());
+    std::vector<int32_t> tokens = {1, 5, 9, 13, 17, 21, 25, 29};
+    ForwardBatch batch;
+    batch.add_sequence(tokens.data(), 8, 0, {0, 1, 2, 3});
+    batch.logit_rows.push_back(7);
+    auto logits = forward.execute(batch);
+    ASSERT_FALSE(logits.ok());
+    EXPECT_NE(logits.error().message.find(copy.string()), std::string::npos) << logits.error().message;
+    // Whole again: the residency still works and gives the mapping's bits.
+    fs::copy_file(eval_model_path(), copy, fs::copy_options::overwrite_existing);
+    EXPECT_TRUE(same_bits(plain_, run_steps(**model, weights->get())));
+  }
+  fs::remove(copy);
 }
 
 }  // namespace
