@@ -41,6 +41,7 @@ Status ExpertCache::build(const Model& model) {
   const auto& layers = model.layers();
   units_.assign(layers.size(), {});
   slot_of_.assign(layers.size(), {});
+  requests_.assign(layers.size(), {});
   layer_slots_.assign(layers.size(), 0);
   layer_floor_.assign(layers.size(), 0);
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -50,6 +51,7 @@ Status ExpertCache::build(const Model& model) {
     layer_floor_[l] = 2 * spec.n_expert_used;
     units_[l].resize(moe->experts.size());
     slot_of_[l].assign(moe->experts.size(), -1);
+    requests_[l].assign(moe->experts.size(), 0);
     for (size_t e = 0; e < moe->experts.size(); ++e) {
       ExpertUnit& u = units_[l][e];
       u.shape = moe->experts[e];
@@ -165,7 +167,7 @@ void ExpertCache::reader_loop() {
 void ExpertCache::update_floors() {
   int32_t total = 0;
   for (int32_t f : layer_floor_wanted_) total += f;
-  const bool on = static_cast<int32_t>(slots_.size()) >= total;
+  const bool on = options_.policy == ExpertCachePolicy::LruFloor && static_cast<int32_t>(slots_.size()) >= total;
   for (size_t l = 0; l < layer_floor_.size(); ++l) layer_floor_[l] = on ? layer_floor_wanted_[l] : 0;
   stats_.slots = static_cast<int32_t>(slots_.size());
   stats_.cache_bytes = static_cast<int64_t>(slot_bytes_) * stats_.slots;
@@ -215,15 +217,25 @@ int32_t ExpertCache::shrink(int32_t n) {
   return dropped;
 }
 
+bool ExpertCache::better_victim(int32_t a, int32_t b) const {
+  const Slot& x = slots_[a];
+  const Slot& y = slots_[b];
+  if (options_.policy == ExpertCachePolicy::Lfu) {
+    const uint64_t fx = requests_[x.layer][x.expert], fy = requests_[y.layer][y.expert];
+    if (fx != fy) return fx < fy;
+  }
+  return x.last_use < y.last_use;
+}
+
 int32_t ExpertCache::pick_victim(int32_t layer) const {
   int32_t best = -1, best_any = -1;
   for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
     const Slot& s = slots_[i];
     if (s.pinned) continue;
     if (s.layer < 0) return i;  // free
-    if (best_any < 0 || s.last_use < slots_[best_any].last_use) best_any = i;
+    if (best_any < 0 || better_victim(i, best_any)) best_any = i;
     const bool floor_ok = s.layer == layer || layer_slots_[s.layer] > layer_floor_[s.layer];
-    if (floor_ok && (best < 0 || s.last_use < slots_[best].last_use)) best = i;
+    if (floor_ok && (best < 0 || better_victim(i, best))) best = i;
   }
   return best >= 0 ? best : best_any;
 }
@@ -255,6 +267,7 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::begin_acquire(int32_t lay
   request_slots_.assign(ids.size(), -1);
   request_layer_ = layer;
   ++tick_;
+  for (const int32_t e : ids) ++requests_[layer][e];
   // Hits first, pinned, so that the misses of this request cannot evict them.
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t s = slot_of_[layer][ids[i]];

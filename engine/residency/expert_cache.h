@@ -6,9 +6,9 @@
 // (pread through DirectReader: O_DIRECT where the filesystem allows it), all of a layer's
 // misses at once. The experts of the layer being computed stay pinned until release.
 //
-// Policy: least recently used, with a per-layer floor of 2 x top-k slots (a layer holding
-// no more than its floor loses slots only to itself) when the cache has room for every
-// layer's floor; otherwise plain LRU. Any slot count >= max_pin() works: callers with more
+// Policy (ExpertCachePolicy): least recently used, with a per-layer floor of 2 x top-k slots
+// (a layer holding no more than its floor loses slots only to itself) when the cache has
+// room for every layer's floor, otherwise plain LRU; or least frequently used. Any slot count >= max_pin() works: callers with more
 // distinct experts than that run them in waves (release between waves).
 //
 // The slots hold the same bytes the file holds, in the layout a resident layer would use,
@@ -34,7 +34,14 @@
 
 namespace spillway::engine {
 
+// Which cached expert a miss replaces (tools/expert_trace.h replays both offline).
+enum class ExpertCachePolicy {
+  LruFloor,  // least recently used, with the per-layer floor described above
+  Lfu,       // least frequently requested since start, least recently used among equals
+};
+
 struct ExpertCacheOptions {
+  ExpertCachePolicy policy = ExpertCachePolicy::LruFloor;
   int64_t cache_bytes = 0;    // slot memory; rounded down to whole slots, at least min_slots
   int32_t read_threads = 8;   // parallel reads in flight (queue depth)
   bool retile = true;         // the kernels' tiled layout where they have one
@@ -130,6 +137,7 @@ class ExpertCache {
   ExpertCache() = default;
   Status build(const Model& model);
   int32_t pick_victim(int32_t layer) const;  // an unpinned slot, or -1
+  bool better_victim(int32_t a, int32_t b) const;  // slot a goes before slot b
   void update_floors();                      // floors on only when every layer's fits
   void reader_loop();
 
@@ -137,6 +145,7 @@ class ExpertCache {
   ExpertCacheOptions options_;
   std::vector<std::vector<ExpertUnit>> units_;      // [layer][expert]; empty for dense layers
   std::vector<std::vector<int32_t>> slot_of_;       // [layer][expert] -> slot or -1
+  std::vector<std::vector<uint64_t>> requests_;     // [layer][expert] -> times requested (LFU)
   std::vector<int32_t> layer_slots_;                // slots each layer holds
   std::vector<int32_t> layer_floor_;                // 2 x top-k, or 0 when floors are off
   std::vector<int32_t> layer_floor_wanted_;         // 2 x top-k

@@ -158,7 +158,8 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
     }
   }
   if (w->experts_apart_) {
-    ExpertCacheOptions cache_options{.cache_bytes = options.expert_cache_bytes,
+    ExpertCacheOptions cache_options{.policy = options.expert_cache_policy,
+                                     .cache_bytes = options.expert_cache_bytes,
                                      .read_threads = options.expert_read_threads,
                                      .retile = !options.keep_file_layout};
     ASSIGN_OR_RETURN(w->experts_, ExpertCache::create(model, files, cache_options));

@@ -54,6 +54,7 @@ struct WeightResidencyOptions {
   // bytes of slots (at least the fewest slots the model needs).
   int64_t expert_cache_bytes = -1;
   int32_t expert_read_threads = 8;        // parallel expert reads (queue depth)
+  ExpertCachePolicy expert_cache_policy = ExpertCachePolicy::LruFloor;
 };
 
 class WeightResidency final : public LayerWeightSource {

@@ -121,6 +121,17 @@ TEST_F(ExpertCacheTest, AnyCacheSizeAndLayerResidencyGivesTheSameBits) {
   }
 }
 
+TEST_F(ExpertCacheTest, TheLfuPolicyGivesTheSameBitsToo) {
+  for (int32_t slots : {5, 16, 40}) {
+    WeightResidencyOptions o;
+    o.expert_cache_bytes = int64_t(slots) * sizes_.slot_bytes;
+    o.expert_cache_policy = ExpertCachePolicy::Lfu;
+    auto weights = WeightResidency::create(*model_, std::vector<bool>(model_->config().n_layers, true), o);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    EXPECT_TRUE(same_bits(plain_, run_steps(*model_, weights->get()))) << slots;
+  }
+}
+
 TEST_F(ExpertCacheTest, TheSameRequestsWhateverTheCacheSize) {
   // hits + misses counts the distinct experts each layer of each step asked for, which the
   // routing alone decides (waves only split them).
