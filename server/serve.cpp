@@ -110,6 +110,7 @@ int run_serve(const ServeOptions& options) {
   http.port = static_cast<uint16_t>(options.port);
   http.max_body_bytes = options.max_body_bytes;
   http.max_connections = options.max_connections;
+  http.host_policy = HostPolicy::for_listener(options.host, options.allowed_hosts);
   http.is_probe = [](std::string_view path) {
     const Route* route = find_route(path);
     return route && route->probe;

@@ -278,6 +278,18 @@ class Session : public std::enable_shared_from_this<Session> {
     request.path = request.target.substr(0, request.target.find('?'));
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
+    if (!shared_.config.host_policy.allows(std::string(req[http::field::host]))) {
+      keep_alive_ = false;
+      begin_response();
+      api::ApiError e;
+      e.status = 403;
+      e.message = fmt::format("The Host '{}' is not served here (DNS rebinding protection). Start the server "
+                              "with --allowed-hosts {} to allow it.",
+                              std::string(req[http::field::host]), std::string(req[http::field::host]));
+      e.code = "host_not_allowed";
+      send_response(shared_.errors(e, request.path));
+      return;
+    }
     if (probe_only_ && !(shared_.config.is_probe && shared_.config.is_probe(request.path))) {
       keep_alive_ = false;
       begin_response();

@@ -21,6 +21,7 @@
 
 #include "api/api_error.h"
 #include "common/result.h"
+#include "server/http/host_policy.h"
 #include "server/http/http_exchange.h"
 
 namespace spillway::server {
@@ -36,6 +37,7 @@ struct HttpServerConfig {
   // Other requests on them get 503.
   int probe_reserve_connections = 16;
   std::function<bool(std::string_view path)> is_probe;  // null: no probes
+  HostPolicy host_policy;  // requests with a Host it refuses get 403
   int threads = 2;
   std::chrono::seconds header_timeout{60};  // waiting for a request's headers (keep-alive idle too)
   std::chrono::seconds body_timeout{60};

@@ -7,6 +7,7 @@
 - out of file descriptors: new clients get an answer (503) instead of hanging, and the
   acceptor does not spin;
 - at --max-connections the probes (/live, /health, /metrics) still answer;
+- a Host that is not a local name on a loopback listener is 403 (DNS rebinding);
 - SIGPIPE (stderr a pipe whose reader left) does not kill the server; SIGHUP drains."""
 import http.client
 import json
@@ -51,18 +52,18 @@ class Protocol(ServerTestCase):
     SERVER_ARGS = ("--max-body-bytes", "65536")
 
     def test_transfer_encoding_not_ending_in_chunked_is_400_and_close(self):
-        smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+        smuggled = b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n"
         for coding in (b"gzip", b"identity", b"chunked, gzip", b"chunked, chunked"):
             with self.subTest(coding=coding):
                 body = smuggled  # answered as a second request if the POST is taken as bodiless
-                request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                            b"Transfer-Encoding: " + coding + b"\r\n\r\n" + body)
                 raw, closed = raw_exchange(self.server, request)
                 self.assertEqual(statuses(raw), [400], raw)
                 self.assertTrue(closed, "the connection must close after a 400 for Transfer-Encoding")
 
     def test_other_codings_are_501(self):
-        request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+        request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
                    b"0\r\n\r\n")
         raw, closed = raw_exchange(self.server, request)
         self.assertEqual(statuses(raw), [501], raw)
@@ -71,7 +72,7 @@ class Protocol(ServerTestCase):
 
     def test_chunked_still_works(self):
         body = json.dumps(chat_body("Hi", max_tokens=2)).encode()
-        request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
                    b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
         raw, _ = raw_exchange(self.server, request, read_timeout=120)
@@ -95,6 +96,14 @@ class Protocol(ServerTestCase):
                                                  headers={"Content-Type": "application/json"})
         self.assertEqual(status, 400, payload)
         self.assertIn("NUL", json.loads(payload)["error"]["message"])
+
+
+    def test_dns_rebinding_host_is_403(self):
+        status, _, payload = self.server.request("GET", "/v1/models", headers={"Host": "evil.example:8080"})
+        self.assertEqual(status, 403, payload)
+        self.assertEqual(json.loads(payload)["error"]["code"], "host_not_allowed")
+        status, _, _ = self.server.request("GET", "/v1/models", headers={"Host": "localhost:8080"})
+        self.assertEqual(status, 200)
 
 
 class ConnectionLimits(unittest.TestCase):
@@ -132,7 +141,7 @@ class ConnectionLimits(unittest.TestCase):
             time.sleep(0.5)
             # A new client gets a status (the probe reserve or a shed 503), never silence.
             s = socket.create_connection((server.host, server.port), timeout=10)
-            s.sendall(b"GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET /live HTTP/1.1\r\nHost: localhost\r\n\r\n")
             raw = s.recv(4096)
             s.close()
             self.assertTrue(statuses(raw) and statuses(raw)[0] in (200, 503), raw)
