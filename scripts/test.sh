@@ -9,3 +9,9 @@ scripts/build.sh build/test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPILLWAY_SANITIZ
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/test --output-on-failure -j "$(nproc)"
+
+# Fuzz targets (tests/fuzz): clang + libFuzzer with ASan + UBSan, a fixed number of inputs
+# from a fixed seed each (bench/fuzz.sh runs them for minutes).
+CC=clang CXX=clang++ SPILLWAY_BUILD_TARGET=fuzz_targets scripts/build.sh build/fuzz \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPILLWAY_FUZZ=ON -DSPILLWAY_ASSERTS=ON -DSPILLWAY_TESTS=OFF -DSPILLWAY_BENCH=OFF
+ctest --test-dir build/fuzz --output-on-failure -j "$(nproc)"
