@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "api/json_parse.h"
+
 namespace spillway::api {
 
 namespace {
@@ -63,11 +65,7 @@ size_t json_value_length(std::string_view s) {
   return std::string_view::npos;
 }
 
-std::optional<json> parse_json(std::string_view s) {
-  json j = json::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
-}
+std::optional<json> parse_json(std::string_view s) { return parse_json_linear(s); }
 
 // Arguments as a JSON text of an object: an object, a JSON string holding one, or absent.
 std::optional<std::string> arguments_text(const json* args) {

@@ -102,6 +102,12 @@ void add_serve_command(CLI::App& app, int& exit_code) {
           ->check(CLI::Range(1, 1 << 20))
           ->capture_default_str(),
       "SPILLWAY_MAX_CONNECTIONS");
+  env(cmd->add_option("--allowed-hosts", o->allowed_hosts,
+                      "Host names answered besides IP literals and localhost (DNS rebinding "
+                      "protection; checked when listening on loopback or when given; '*' = any; "
+                      "'.example.com' = its subdomains)")
+          ->delimiter(','),
+      "SPILLWAY_ALLOWED_HOSTS");
   env(cmd->add_option("--http-threads", o->http_threads, "Threads serving HTTP")
           ->check(CLI::Range(1, 64))
           ->capture_default_str(),

@@ -2,6 +2,7 @@
 // step boundaries; one scheduler step per iteration; sleeps while there is no work.
 #include "runtime/engine_loop.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <condition_variable>
@@ -52,7 +53,8 @@ struct EngineLoop::Impl {
 
   void run();
   void step();
-  // Takes everything in `items` into the scheduler.
+  // Takes everything in `items` into the scheduler, item by item: a submit the scheduler
+  // throws on gets a final error update; `items` is left empty. Never throws.
   void take(std::vector<InboxItem>& items);
   void publish(int32_t submits_taken);
   void publish_locked();
@@ -102,13 +104,44 @@ void EngineLoop::Impl::publish(int32_t submits_taken) {
 
 void EngineLoop::Impl::take(std::vector<InboxItem>& items) {
   for (InboxItem& item : items) {
-    if (item.submit) {
-      Submit& s = *item.submit;
+    if (!item.submit) {
+      try {
+        scheduler.cancel(item.cancel_id);
+      } catch (...) {
+        // A cancel that cannot be applied leaves its request to finish normally.
+      }
+      continue;
+    }
+    Submit& s = *item.submit;
+    // Kept so that a request the scheduler cannot take still gets its last update.
+    UpdateSink sink = s.sink;
+    const int32_t n_choices = s.params.n;
+    std::string failure;
+    try {
       scheduler.add_request(s.id, std::move(s.params), std::move(s.sink), s.submitted);
-    } else {
-      scheduler.cancel(item.cancel_id);
+      continue;
+    } catch (const std::exception& e) {
+      failure = fmt::format("the engine could not take the request: {}", e.what());
+    } catch (...) {
+      failure = "the engine could not take the request";
+    }
+    RequestUpdate update;
+    update.id = s.id;
+    update.finished = true;
+    update.error = failure;
+    for (int32_t c = 0; c < std::max(n_choices, 1); ++c) {
+      ChoiceUpdate choice;
+      choice.index = c;
+      choice.finish = FinishReason::Error;
+      update.choices.push_back(std::move(choice));
+    }
+    try {
+      sink(std::move(update));
+    } catch (...) {
+      // The sink is the server's; nothing more can be told to this request.
     }
   }
+  items.clear();
 }
 
 void EngineLoop::Impl::step() {
@@ -152,9 +185,8 @@ void EngineLoop::Impl::run() {
     }
     int32_t submits = 0;
     for (const InboxItem& item : items) submits += item.submit.has_value();
+    take(items);  // each item alone: one that fails is answered, the others still taken
     try {
-      take(items);
-      items.clear();
       if (stopping) {
         scheduler.cancel_all();
         publish(submits);
@@ -164,7 +196,6 @@ void EngineLoop::Impl::run() {
       runner->between_steps();
     } catch (const std::exception& e) {
       // Nothing may cross the thread: whatever was in flight ends with an error.
-      items.clear();
       scheduler.fail_all(fmt::format("the engine failed: {}", e.what()));
       if (stopping) {
         publish(submits);

@@ -8,7 +8,7 @@ packages=(
   prometheus docker-compose
   libboost1.74-dev nlohmann-json3-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libicu-dev json-schema-test-suite libvalijson-dev python3 python3-numpy python3-jinja2 python3-prometheus-client curl
+  libicu-dev clang libclang-rt-14-dev json-schema-test-suite libvalijson-dev python3 python3-numpy python3-jinja2 python3-prometheus-client curl
 )
 
 missing=()

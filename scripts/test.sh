@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Builds Spillway with ASan + UBSan and runs every test (unit, golden, end-to-end).
+# Builds Spillway with ASan + UBSan, assert() and libstdc++ assertions kept, and runs every
+# test (unit, golden, end-to-end).
 # This is the README's test command and the only thing CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh build/test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPILLWAY_SANITIZE=ON
+scripts/build.sh build/test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPILLWAY_SANITIZE=ON -DSPILLWAY_ASSERTS=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/test --output-on-failure -j "$(nproc)"
+
+# Fuzz targets (tests/fuzz): clang + libFuzzer with ASan + UBSan, a fixed number of inputs
+# from a fixed seed each (bench/fuzz.sh runs them for minutes).
+CC=clang CXX=clang++ SPILLWAY_BUILD_TARGET=fuzz_targets scripts/build.sh build/fuzz \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPILLWAY_FUZZ=ON -DSPILLWAY_ASSERTS=ON -DSPILLWAY_TESTS=OFF -DSPILLWAY_BENCH=OFF
+ctest --test-dir build/fuzz --output-on-failure -j "$(nproc)"

@@ -2,10 +2,13 @@
 // the model on a loader thread (/health 503 until then), serve, and on SIGTERM / SIGINT
 // drain: /health 503, new requests 503 + Retry-After, in-flight requests and streams
 // finish up to --drain-timeout (a second signal cuts it short), /metrics keeps serving;
+// SIGHUP / SIGUSR1 / SIGUSR2 drain the same way, SIGPIPE is ignored;
 // then exit 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include "server/observability/metrics.h"
 #include "server/model_service.h"
 #include "server/router.h"
+#include "server/routes.h"
 #include "server/serve_options.h"
 #include "server/server_context.h"
 
@@ -27,7 +31,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits up to `timeout` for SIGTERM / SIGINT (blocked in every thread); true when one came.
+constexpr int kDrainSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "SIGTERM";
+  }
+}
+
+// Raises the soft open-file limit to the hard one (connections are descriptors); returns
+// the soft limit now in force, or -1 when unknown.
+int raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > rlim_t(1) << 30) return 1 << 30;
+  return static_cast<int>(limit.rlim_cur);
+}
+
+// Waits up to `timeout` for one of kDrainSignals (blocked in every thread); true when one came.
 bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds timeout, int* which) {
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -56,12 +86,15 @@ int run_serve(const ServeOptions& options) {
   init_logging(options.log_format);
 
   // Signals are taken synchronously by this thread; every thread started below inherits
-  // the mask.
+  // the mask. SIGHUP and SIGUSR1/2 drain like SIGTERM (their default action would kill the
+  // process without a drain). SIGPIPE is ignored: a closed socket or log pipe is an error
+  // of that write, not the end of the process.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t signals;
   sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
+  for (int s : kDrainSignals) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const int fd_limit = raise_descriptor_limit();
 
   const std::string model_path = options.model.empty() ? options.demo_model : options.model;
   std::string model_id = options.model_id;
@@ -77,6 +110,20 @@ int run_serve(const ServeOptions& options) {
   http.port = static_cast<uint16_t>(options.port);
   http.max_body_bytes = options.max_body_bytes;
   http.max_connections = options.max_connections;
+  http.host_policy = HostPolicy::for_listener(options.host, options.allowed_hosts);
+  http.is_probe = [](std::string_view path) {
+    const Route* route = find_route(path);
+    return route && route->probe;
+  };
+  // Every connection is a descriptor; keep room for the model file, the log, the pool and
+  // the probe reserve so the limit is reached as 503s, not as failed accepts.
+  const int fd_headroom = 64 + http.probe_reserve_connections;
+  if (fd_limit > 0 && http.max_connections > fd_limit - fd_headroom) {
+    const int lowered = std::max(1, fd_limit - fd_headroom);
+    log_warn("--max-connections exceeds the open-file limit; lowering it",
+             {{"max_connections", http.max_connections}, {"open_file_limit", fd_limit}, {"lowered_to", lowered}});
+    http.max_connections = lowered;
+  }
   http.threads = options.http_threads;
   HttpServer server(
       http, [&router](std::shared_ptr<HttpExchange> ex) { router.handle(ex); },
@@ -120,7 +167,7 @@ int run_serve(const ServeOptions& options) {
   } else {
     ctx.lifecycle = Lifecycle::Draining;
     metrics.set_ready(false);
-    log_info("draining", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"},
+    log_info("draining", {{"signal", signal_name(sig)},
                           {"in_flight", ctx.in_flight.load()},
                           {"drain_timeout_seconds", options.drain_timeout_seconds}});
     const auto deadline =

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <functional>
 
@@ -22,6 +23,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                // 0: an ephemeral port (logged)
   std::string api_key;            // empty: no authentication
+  std::vector<std::string> allowed_hosts;  // --allowed-hosts (server/http/host_policy.h)
   int threads = 0;                // kernel threads; 0: physical cores
   int32_t ctx_size = 0;           // per-sequence context; 0: the model's training context
   int32_t max_batch_tokens = 512;

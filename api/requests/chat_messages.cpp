@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "api/json_parse.h"
 #include "api/requests/json_fields.h"
 
 namespace spillway::api {
@@ -74,8 +75,9 @@ ApiResult<json> read_tool_calls(const json& calls, const std::string& param) {
       if (args->is_string()) {
         const std::string& text = args->get_ref<const std::string&>();
         if (!text.empty()) {
-          arguments = json::parse(text, nullptr, /*allow_exceptions=*/false);
-          if (arguments.is_discarded()) {
+          std::optional<json> parsed = parse_json_linear(text);
+          if (parsed) arguments = std::move(*parsed);
+          if (!parsed) {
             return invalid_value(f.param("arguments"),
                                  fmt::format("Invalid '{}': the arguments must be a JSON "
                                              "string of an object; '{}' is not valid JSON.",

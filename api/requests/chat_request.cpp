@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api/requests/chat_messages.h"
+#include "api/json_parse.h"
 #include "api/requests/json_fields.h"
 
 namespace spillway::api {
@@ -67,14 +68,15 @@ void read_tool_choice(FieldReader& body, ChatRequest& out) {
 }  // namespace
 
 ApiResult<json> parse_json_body(std::string_view body) {
-  json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    return invalid_json(body.empty() ? "the body is empty" : "it is not valid JSON");
+  JsonParseError error;
+  std::optional<json> parsed = parse_json_linear(body, &error);
+  if (!parsed) {
+    return invalid_json(body.empty() ? "the body is empty" : fmt::format("it is not valid JSON: {}", error.message));
   }
-  if (!parsed.is_object()) {
-    return invalid_json(fmt::format("the body is {}, not a JSON object", json_type_phrase(parsed)));
+  if (!parsed->is_object()) {
+    return invalid_json(fmt::format("the body is {}, not a JSON object", json_type_phrase(*parsed)));
   }
-  return parsed;
+  return std::move(*parsed);
 }
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view raw) {

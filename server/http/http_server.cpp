@@ -1,7 +1,10 @@
 #include "server/http/http_server.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -36,6 +39,10 @@ struct Shared {
   std::atomic<int> connections{0};
   std::atomic<int> open_responses{0};  // requests read whose response is not fully written
 };
+
+api::ApiError too_many_connections(int limit) {
+  return api::unavailable(fmt::format("Too many open connections (the limit is {}).", limit), 1);
+}
 
 std::string chunk(std::string_view data) {
   return fmt::format("{:x}\r\n{}\r\n", data.size(), data);
@@ -89,7 +96,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   auto executor() { return stream_.get_executor(); }
 
-  void start() {
+  // probe_only: a connection over the limit, in the probe reserve: only probe paths are served.
+  void start(bool probe_only = false) {
+    probe_only_ = probe_only;
     net::dispatch(executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
@@ -168,6 +177,44 @@ class Session : public std::enable_shared_from_this<Session> {
     return e;
   }
 
+  // RFC 9112 §6.1/§6.3: chunked must be the final coding of a request and appear once; we
+  // decode no other coding.
+  static std::optional<api::ApiError> check_transfer_encoding(const http::request<http::string_body>& req) {
+    auto field = req.find(http::field::transfer_encoding);
+    if (field == req.end()) return std::nullopt;
+    std::vector<std::string> codings;
+    for (auto fields = req.equal_range(http::field::transfer_encoding); fields.first != fields.second;
+         ++fields.first) {
+      const std::string_view value(fields.first->value().data(), fields.first->value().size());
+      size_t begin = 0;
+      while (begin <= value.size()) {
+        size_t end = value.find(',', begin);
+        if (end == std::string_view::npos) end = value.size();
+        std::string_view coding = value.substr(begin, end - begin);
+        while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
+        while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+        if (!coding.empty()) codings.emplace_back(coding);
+        begin = end + 1;
+      }
+    }
+    const auto is_chunked = [](const std::string& c) { return beast::iequals(c, "chunked"); };
+    const auto chunked_count = std::count_if(codings.begin(), codings.end(), is_chunked);
+    if (codings.empty() || !is_chunked(codings.back()) || chunked_count != 1) {
+      return bad_http(fmt::format("Unsupported Transfer-Encoding '{}': a request's transfer codings must "
+                                  "end with a single 'chunked'.",
+                                  std::string(field->value())));
+    }
+    if (codings.size() > 1) {
+      api::ApiError e = bad_http(fmt::format("Transfer-Encoding '{}' is not implemented: only 'chunked' is "
+                                             "accepted.",
+                                             std::string(field->value())));
+      e.status = 501;
+      e.code = "not_implemented";
+      return e;
+    }
+    return std::nullopt;
+  }
+
   std::string current_path() const {
     if (!parser_ || !parser_->is_header_done()) return "";
     std::string target(parser_->get().target());
@@ -177,6 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool handle_read_error(beast::error_code ec) {
     if (!ec) return false;
     if (ec == http::error::body_limit) {
+      linger_after_response_ = true;
       fail_request(api::payload_too_large(shared_.config.max_body_bytes), current_path());
     } else if (ec == http::error::header_limit) {
       api::ApiError e = bad_http(fmt::format("The request headers are larger than the limit of {} bytes.",
@@ -198,6 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec, std::size_t) {
     if (handle_read_error(ec)) return;
     auto& req = parser_->get();
+    if (std::optional<api::ApiError> e = check_transfer_encoding(req)) return fail_request(*e, current_path());
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       net::async_write(stream_, net::buffer(*cont),
@@ -229,6 +278,24 @@ class Session : public std::enable_shared_from_this<Session> {
     request.path = request.target.substr(0, request.target.find('?'));
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
+    if (!shared_.config.host_policy.allows(std::string(req[http::field::host]))) {
+      keep_alive_ = false;
+      begin_response();
+      api::ApiError e;
+      e.status = 403;
+      e.message = fmt::format("The Host '{}' is not served here (DNS rebinding protection). Start the server "
+                              "with --allowed-hosts {} to allow it.",
+                              std::string(req[http::field::host]), std::string(req[http::field::host]));
+      e.code = "host_not_allowed";
+      send_response(shared_.errors(e, request.path));
+      return;
+    }
+    if (probe_only_ && !(shared_.config.is_probe && shared_.config.is_probe(request.path))) {
+      keep_alive_ = false;
+      begin_response();
+      send_response(shared_.errors(too_many_connections(shared_.config.max_connections), request.path));
+      return;
+    }
     auto ex = std::make_shared<Exchange>(shared_from_this(), std::move(request), ++serial_);
     exchange_ = ex;
     begin_response();
@@ -288,9 +355,36 @@ class Session : public std::enable_shared_from_this<Session> {
                       [self = shared_from_this(), msg](beast::error_code ec, std::size_t) {
                         self->stream_.expires_never();
                         self->end_response();
+                        if (!ec && self->linger_after_response_) return self->linger();
                         if (ec || msg->need_eof()) return self->close();
                         self->read_header();
                       });
+  }
+
+  // After an early response to a request whose body is still arriving: stop sending, read
+  // and discard what the client still sends (up to kLingerBytes or kLingerTime), then
+  // close. Closing at once would reset the connection with unread data in the receive
+  // buffer, and a client still sending its body would see the reset instead of our status.
+  static constexpr uint64_t kLingerBytes = 64ull << 20;
+  static constexpr std::chrono::seconds kLingerTime{5};
+  void linger() {
+    linger_after_response_ = false;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    linger_buffer_.resize(64 * 1024);
+    stream_.expires_after(kLingerTime);
+    discard_some();
+  }
+  void discard_some() {
+    stream_.async_read_some(net::buffer(linger_buffer_), [self = shared_from_this()](beast::error_code ec,
+                                                                                      std::size_t n) {
+      self->lingered_bytes_ += n;
+      if (ec || self->lingered_bytes_ >= kLingerBytes) {
+        self->stream_.expires_never();
+        return self->close();
+      }
+      self->discard_some();
+    });
   }
 
   void enqueue_raw(std::string data) {
@@ -373,6 +467,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool closed_ = false;
   bool response_open_ = false;
+  bool probe_only_ = false;
+  bool linger_after_response_ = false;
+  std::vector<char> linger_buffer_;
+  uint64_t lingered_bytes_ = 0;
   // Streaming state.
   std::deque<std::string> queue_;
   bool writing_ = false;
@@ -400,25 +498,65 @@ struct HttpServer::Impl {
   Shared shared;
   net::io_context ioc;
   tcp::acceptor acceptor{net::make_strand(ioc)};
+  net::steady_timer accept_pause{acceptor.get_executor()};
+  // A descriptor held in reserve: out of descriptors, it is closed to accept one connection
+  // and answer it 503, then reopened.
+  int reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::string shed_response;  // the 503 written on a shed connection, made on first use
   std::vector<std::thread> threads;
   bool stopped = false;
+
+  ~Impl() {
+    if (reserve_fd >= 0) ::close(reserve_fd);
+  }
 
   void accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (ec == net::error::no_descriptors || ec.value() == ENFILE) {
+        shed_one_connection();
+        accept_pause.expires_after(std::chrono::milliseconds(50));
+        accept_pause.async_wait([this](beast::error_code wec) {
+          if (!wec && acceptor.is_open()) accept();
+        });
+        return;
+      }
       if (!ec) {
         socket.set_option(tcp::no_delay(true), ec);
         auto session = std::make_shared<Session>(std::move(socket), shared);
-        if (shared.connections > shared.config.max_connections) {
-          session->reject(api::unavailable(
-              fmt::format("Too many open connections (the limit is {}).", shared.config.max_connections),
-              1));
+        const int open = shared.connections.load();
+        const int limit = shared.config.max_connections;
+        if (open > limit + shared.config.probe_reserve_connections) {
+          session->reject(too_many_connections(limit));
         } else {
-          session->start();
+          session->start(/*probe_only=*/open > limit);
         }
       }
       accept();
     });
+  }
+
+  // Out of descriptors: accept the oldest pending connection on the reserve descriptor and
+  // answer it 503 at once (best effort, never blocking), so clients get an answer instead
+  // of waiting in the backlog while the acceptor spins.
+  void shed_one_connection() {
+    if (reserve_fd < 0) return;
+    ::close(reserve_fd);
+    reserve_fd = -1;
+    const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      if (shed_response.empty()) {
+        HttpResponse r = shared.errors(api::unavailable("The server is out of file descriptors; retry later.", 1), "");
+        shed_response = fmt::format("HTTP/1.1 {} Service Unavailable\r\nServer: spillway\r\nContent-Type: {}\r\n",
+                                    r.status, r.content_type);
+        for (const auto& [name, value] : r.headers) shed_response += fmt::format("{}: {}\r\n", name, value);
+        shed_response += fmt::format("Connection: close\r\nContent-Length: {}\r\n\r\n{}", r.body.size(), r.body);
+      }
+      [[maybe_unused]] const ssize_t n =
+          ::send(fd, shed_response.data(), shed_response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+    }
+    reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
 };
 
@@ -458,6 +596,7 @@ void HttpServer::stop() {
   net::post(impl_->acceptor.get_executor(), [this] {
     beast::error_code ec;
     impl_->acceptor.close(ec);
+    impl_->accept_pause.cancel();
   });
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();

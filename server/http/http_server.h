@@ -1,6 +1,15 @@
 // The HTTP/1.1 server (Boost.Beast): listener, keep-alive connections, body and header
 // limits, timeouts, a bounded number of connections, a few I/O threads. The only
 // translation unit that includes Beast. Routing and error bodies are the handler's.
+//
+// Protocol and resource rules it enforces itself (RFC 9112 where it applies):
+// - a Transfer-Encoding whose final coding is not `chunked` is 400 and the connection is
+//   closed (the body length cannot be known: reading on would let the body pass as a second
+//   request); any coding besides `chunked` (`gzip, chunked`) is 501 and closes too;
+// - a body over max_body_bytes is answered 413 and then read and discarded (up to a bound)
+//   before the close, so clients that send the whole body before reading see the status;
+// - out of file descriptors (EMFILE/ENFILE) the acceptor sheds the next connection with a
+//   503 through a reserved descriptor and retries after a pause instead of spinning.
 #pragma once
 
 #include <chrono>
@@ -8,9 +17,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "api/api_error.h"
 #include "common/result.h"
+#include "server/http/host_policy.h"
 #include "server/http/http_exchange.h"
 
 namespace spillway::server {
@@ -21,6 +32,12 @@ struct HttpServerConfig {
   uint64_t max_body_bytes = 16ull << 20;
   size_t max_header_bytes = 64 * 1024;
   int max_connections = 1024;
+  // Connections beyond max_connections that may still be served when their request is a
+  // probe (is_probe(path)): a busy server keeps answering its liveness probe and scrapes.
+  // Other requests on them get 503.
+  int probe_reserve_connections = 16;
+  std::function<bool(std::string_view path)> is_probe;  // null: no probes
+  HostPolicy host_policy;  // requests with a Host it refuses get 403
   int threads = 2;
   std::chrono::seconds header_timeout{60};  // waiting for a request's headers (keep-alive idle too)
   std::chrono::seconds body_timeout{60};

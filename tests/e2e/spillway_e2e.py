@@ -27,7 +27,7 @@ REQUEST_TIMEOUT = 300.0
 class Server:
     """A `spillway serve` child process; JSON logs are collected from its stderr."""
 
-    def __init__(self, *extra_args, model=None, env=None):
+    def __init__(self, *extra_args, model=None, env=None, preexec_fn=None):
         self.args = [BIN, "serve", "--model", model or MODEL, "--port", "0",
                      "--log-format", "json", *extra_args]
         child_env = dict(os.environ)
@@ -36,7 +36,7 @@ class Server:
                 del child_env[key]  # flags come from args only, unless a test sets env
         child_env.update(env or {})
         self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env=child_env, text=True)
+                                     env=child_env, text=True, preexec_fn=preexec_fn)
         self.logs = []
         self._lines = queue.Queue()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)

@@ -14,7 +14,7 @@ def raw_post(server, path, body):
     """Sends a request on a raw socket (so the test controls when it closes)."""
     data = json.dumps(body).encode()
     sock = socket.create_connection((server.host, server.port), timeout=60)
-    sock.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % (path.encode(), len(data)) + data)
     return sock
 

@@ -1,0 +1,20 @@
+// The Jinja interpreter through ChatTemplate: parse an arbitrary template and render it
+// with a small conversation. Errors are values; loops are bounded by the interpreter.
+#include <cstdint>
+#include <string>
+
+#include "api/chat_template.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using spillway::api::ChatTemplate;
+  auto parsed = ChatTemplate::parse(std::string(reinterpret_cast<const char*>(data), size));
+  if (!parsed) return 0;
+  spillway::api::ChatTemplateInputs inputs;
+  inputs.messages = nlohmann::ordered_json::parse(
+      R"([{"role":"system","content":"s"},{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}])");
+  inputs.bos_token = "<s>";
+  inputs.eos_token = "</s>";
+  inputs.strftime_now = [](std::string_view) { return std::string("27 Nov 2026"); };
+  (void)parsed->render(inputs);
+  return 0;
+}
