@@ -27,11 +27,13 @@
 #include "common/result.h"
 #include "engine/forward/attention_mixer.h"
 #include "engine/forward/batch.h"
+#include "engine/forward/delta_net_mixer.h"
 #include "engine/forward/dense_ffn.h"
 #include "engine/forward/profile.h"
 #include "engine/model/model.h"
 #include "engine/residency/layer_weight_source.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
@@ -49,6 +51,9 @@ class ForwardPass {
   Result<std::span<const float>> execute(const ForwardBatch& batch);
 
   const Model& model() const { return model_; }
+  // The recurrent-state pool BatchSequence::state_slot indexes (models with gated delta net
+  // layers need one; execute returns an Error without it). Must outlive its use.
+  void set_recurrent_state(RecurrentState* state) { delta_net_.set_state(state); }
   // Accumulates wall time per part into *profile (null: stop). Engine thread only.
   void set_profile(ForwardProfile* profile) { profile_ = profile; }
 
@@ -63,6 +68,7 @@ class ForwardPass {
   LayerWeightSource* weights_;
   kernels::ThreadPool& pool_;
   AttentionMixer attention_;
+  DeltaNetMixer delta_net_;
   DenseFfn dense_ffn_;
 
   int32_t token_capacity_ = 0;

@@ -35,5 +35,6 @@ std::string supported_architectures();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
+const Architecture& qwen35_architecture();
 
 }  // namespace spillway::engine

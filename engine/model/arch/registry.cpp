@@ -7,11 +7,12 @@ namespace spillway::engine {
 
 namespace {
 
-const std::array<const Architecture*, 3>& registry() {
-  static const std::array<const Architecture*, 3> all = {
+const std::array<const Architecture*, 4>& registry() {
+  static const std::array<const Architecture*, 4> all = {
       &llama_architecture(),
       &qwen2_architecture(),
       &qwen3_architecture(),
+      &qwen35_architecture(),
   };
   return all;
 }
