@@ -14,6 +14,12 @@ struct SchedulerConfig {
   int32_t block_size = 16;         // KV block size in tokens
   int32_t n_kv_blocks = 0;         // KV capacity in blocks (shared by all sequences)
   bool prefix_cache = true;
+  // Recurrent-state slots (hybrid models: one per running sequence; 0 = the model has no
+  // recurrent layers). With slots, admission needs a free slot as well as KV blocks, a
+  // sequence always starts at position 0 in a fresh slot (no prefix-cache hits until
+  // state snapshots exist: a KV hit alone cannot restore the recurrent state), and a forked
+  // choice recomputes its prompt in a slot of its own.
+  int32_t n_state_slots = 0;
 };
 
 // One engine step, for metrics.

@@ -32,6 +32,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tok
   assert(config.block_size > 0 && config.n_kv_blocks > 0 && config.max_batch_tokens > 0);
   max_context_ = static_cast<int32_t>(
       std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size));
+  // Handed out lowest first (back of the vector).
+  for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_state_slots_.push_back(s);
   const int32_t vocab = std::min(n_vocab, tokenizer.n_vocab());
   for (int32_t id = 0; id < vocab; ++id) {
     if (tokenizer.is_end_of_generation(id)) end_of_generation_ids_.push_back(id);
@@ -52,6 +54,10 @@ std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& param
   if (params.n > config_.max_running) {
     return invalid(fmt::format("n = {} exceeds this server's limit of {} sequences", params.n,
                                config_.max_running));
+  }
+  if (hybrid() && params.n > config_.n_state_slots) {
+    return invalid(fmt::format("n = {} exceeds this server's {} recurrent-state slots", params.n,
+                               config_.n_state_slots));
   }
   if (params.max_tokens == 0 || params.max_tokens < -1) {
     return invalid(fmt::format("max_tokens must be at least 1, got {}", params.max_tokens));
@@ -159,8 +165,12 @@ bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_tokens) {
 
 bool Scheduler::try_admit(Sequence& seq) {
   if (reserved_slots_ + seq.slots() > config_.max_running) return false;
+  // Hybrid: a state slot for it and one for each choice it will fork (the running
+  // sequences' pending forks hold theirs already).
+  const int32_t pending_forks = reserved_slots_ - static_cast<int32_t>(running_.size());
+  if (hybrid() && free_state_slots() - pending_forks < seq.slots()) return false;
   PrefixMatch match;
-  if (prefix_cache_.enabled()) {
+  if (prefix_cache_.enabled() && !hybrid()) {
     prefix_cache_.extend_hashes(seq.tokens, seq.block_hashes);
     match = prefix_cache_.lookup(seq.tokens, seq.block_hashes);
   }
@@ -177,6 +187,10 @@ bool Scheduler::try_admit(Sequence& seq) {
   seq.computed = match.tokens;
   seq.registered_blocks = static_cast<int32_t>(match.blocks.size());
   seq.state = Sequence::State::Running;
+  if (hybrid()) {
+    seq.state_slot = free_state_slots_.back();
+    free_state_slots_.pop_back();
+  }
   waiting_.pop_front();
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
@@ -205,6 +219,7 @@ void Scheduler::preempt(Sequence& seq) {
     scheduled_.erase(std::find(scheduled_.begin(), scheduled_.end(), &seq));
   }
   release_blocks(seq);
+  release_state_slot(seq);
   seq.computed = 0;
   seq.registered_blocks = 0;
   remove_from_running(seq);
@@ -219,6 +234,12 @@ void Scheduler::release_blocks(Sequence& seq) {
   // part other requests are most likely to share.
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) blocks_.release(*it);
   seq.block_table.clear();
+}
+
+void Scheduler::release_state_slot(Sequence& seq) {
+  if (seq.state_slot < 0) return;
+  free_state_slots_.push_back(seq.state_slot);
+  seq.state_slot = -1;
 }
 
 void Scheduler::remove_from_running(Sequence& seq) {
@@ -243,6 +264,7 @@ void Scheduler::build_batch() {
     bs.start_position = seq->computed;
     bs.block_table.assign(seq->block_table.begin(), seq->block_table.end());
     bs.mode = engine::AttentionMode::Causal;
+    bs.state_slot = seq->state_slot;
     fb.tokens.insert(fb.tokens.end(), seq->tokens.begin() + seq->computed,
                      seq->tokens.begin() + seq->computed + seq->scheduled);
     if (seq->computed + seq->scheduled < static_cast<int32_t>(seq->tokens.size())) continue;
@@ -331,8 +353,15 @@ void Scheduler::fork_choice(Sequence& parent, int32_t choice, int32_t first_toke
   f.tokens.assign(parent.tokens.begin(), parent.tokens.begin() + r.n_prompt);
   f.tokens.push_back(first_token);
   // Share the prompt's full blocks; the partial last block is recomputed in a block of the
-  // fork's own (the parent keeps writing into its copy).
-  const int32_t shared = r.n_prompt / config_.block_size;
+  // fork's own (the parent keeps writing into its copy). Hybrid: the recurrent state cannot
+  // be rebuilt from KV, so the fork recomputes its prompt from position 0 in its own slot
+  // (admission kept one free for it).
+  const int32_t shared = hybrid() ? 0 : r.n_prompt / config_.block_size;
+  if (hybrid()) {
+    assert(!free_state_slots_.empty());
+    f.state_slot = free_state_slots_.back();
+    free_state_slots_.pop_back();
+  }
   for (int32_t i = 0; i < shared; ++i) {
     blocks_.acquire(parent.block_table[i]);
     f.block_table.push_back(parent.block_table[i]);
@@ -353,6 +382,7 @@ void Scheduler::finish_sequence(Sequence& seq) {
   if (seq.state == Sequence::State::Finished) return;
   if (seq.state == Sequence::State::Running) {
     release_blocks(seq);
+    release_state_slot(seq);
     remove_from_running(seq);
   } else {
     auto it = std::find(waiting_.begin(), waiting_.end(), &seq);

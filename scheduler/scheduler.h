@@ -103,6 +103,8 @@ class Scheduler {
   SchedulerCounters counters() const;
   int32_t waiting_sequences() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t running_sequences() const { return static_cast<int32_t>(running_.size()); }
+  // Recurrent-state slots not held by a running sequence (0 for attention-only models).
+  int32_t free_state_slots() const { return static_cast<int32_t>(free_state_slots_.size()); }
 
  private:
   bool ensure_blocks(Sequence& seq, int32_t n_tokens);
@@ -116,6 +118,8 @@ class Scheduler {
   void build_batch();
   void deliver(Request& request);
   void remove_from_running(Sequence& seq);
+  bool hybrid() const { return config_.n_state_slots > 0; }
+  void release_state_slot(Sequence& seq);
 
   SchedulerConfig config_;
   const engine::Tokenizer& tokenizer_;
@@ -127,6 +131,7 @@ class Scheduler {
 
   KvBlockManager blocks_;
   PrefixCache prefix_cache_;
+  std::vector<int32_t> free_state_slots_;  // hybrid models: slots no running sequence holds
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // admission order: the back is the latest admitted

@@ -153,6 +153,7 @@ class FakeRunner final : public ModelRunner {
     for (size_t s = 0; s < fb.sequences.size(); ++s) {
       const engine::BatchSequence& seq = fb.sequences[s];
       SeenSequence ss{seq.start_position, seq.n_tokens, {}, seq.block_table};
+      if (n_state_slots > 0) check_state_slot(fb, s);
       for (int32_t i = 0; i < seq.n_tokens; ++i) {
         const int64_t pos = seq.start_position + i;
         const int32_t token = fb.tokens[seq.first_token + i];
@@ -193,6 +194,28 @@ class FakeRunner final : public ModelRunner {
   int32_t live_step_plans() const override { return plans_.live(); }
 
   void fail_next_step() { fail_next_ = true; }
+
+  // Recurrent-state slots, as a hybrid model's runner has them (0: none). Each slot records
+  // the tokens fed through it since its sequence's position 0: a sequence must arrive with
+  // its slot holding exactly its first start_position tokens, and no two sequences of a step
+  // may share a slot; violations are counted in state_errors.
+  int32_t n_state_slots = 0;
+  int32_t state_errors = 0;
+  void check_state_slot(const engine::ForwardBatch& fb, size_t s) {
+    const engine::BatchSequence& seq = fb.sequences[s];
+    if (slot_tokens_.size() < size_t(n_state_slots)) slot_tokens_.resize(n_state_slots);
+    if (seq.state_slot < 0 || seq.state_slot >= n_state_slots) {
+      ++state_errors;
+      return;
+    }
+    for (size_t o = 0; o < s; ++o) state_errors += fb.sequences[o].state_slot == seq.state_slot ? 1 : 0;
+    std::vector<int32_t>& fed = slot_tokens_[seq.state_slot];
+    if (seq.start_position == 0) fed.clear();
+    if (static_cast<int64_t>(fed.size()) != seq.start_position) ++state_errors;
+    fed.resize(seq.start_position);
+    fed.insert(fed.end(), fb.tokens.begin() + seq.first_token, fb.tokens.begin() + seq.first_token + seq.n_tokens);
+  }
+  std::vector<std::vector<int32_t>> slot_tokens_;
   // How many times the token at each position was computed (over all sequences).
   const std::map<int64_t, int32_t>& computed_at() const { return computed_at_; }
 
