@@ -24,6 +24,7 @@ SchedulerConfig with_runner_geometry(SchedulerConfig config, const ModelRunner& 
   // The runner's KV pool is the truth: block ids index it.
   config.block_size = runner.block_size();
   config.n_kv_blocks = runner.n_kv_blocks();
+  config.n_state_slots = runner.n_state_slots();
   return config;
 }
 

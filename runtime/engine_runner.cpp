@@ -7,6 +7,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/sampling/sampling_pool.h"
 #include "scheduler/step_plans.h"
 
@@ -20,6 +21,13 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config) {
   return per_sequence * std::clamp(config.max_running, 1, 4);
 }
 
+int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model) {
+  bool recurrent = false;
+  for (const engine::LayerSpec& s : model.layers) recurrent |= s.mixer == engine::MixerKind::GatedDeltaNet;
+  if (!recurrent) return 0;
+  return config.n_state_slots > 0 ? config.n_state_slots : std::max(config.max_running, 1);
+}
+
 namespace {
 
 class EngineRunner final : public ModelRunner {
@@ -31,9 +39,12 @@ class EngineRunner final : public ModelRunner {
         max_context_(config.max_context),
         kv_(cfg_, config.block_size,
             resolve_kv_blocks(config)),
+        state_(cfg_, resolve_state_slots(config, cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
-        sampling_(pool) {}
+        sampling_(pool) {
+    forward_.set_recurrent_state(&state_);
+  }
 
   Status execute(const StepBatch& batch, StepResult& result) override {
     SPILLWAY_TRY(check(batch));
@@ -50,6 +61,7 @@ class EngineRunner final : public ModelRunner {
   int32_t n_vocab() const override { return cfg_.n_vocab; }
   int32_t block_size() const override { return kv_.block_size(); }
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
+  int32_t n_state_slots() const override { return state_.n_layers() > 0 ? state_.n_slots() : 0; }
   int32_t live_step_plans() const override { return plans_.live(); }
   void between_steps() override {
     if (between_steps_) between_steps_();
@@ -86,6 +98,9 @@ class EngineRunner final : public ModelRunner {
         return Error{fmt::format("malformed batch sequence (tokens {}+{}, position {}, {} blocks)",
                                  s.first_token, s.n_tokens, s.start_position, s.block_table.size())};
       }
+      if (state_.n_layers() > 0 && (s.state_slot < 0 || s.state_slot >= state_.n_slots())) {
+        return Error{fmt::format("recurrent-state slot {} is out of range", s.state_slot)};
+      }
       for (int32_t b : s.block_table) {
         if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
       }
@@ -102,6 +117,7 @@ class EngineRunner final : public ModelRunner {
   std::function<void()> between_steps_;
   int64_t max_context_;
   engine::KvCache kv_;
+  engine::RecurrentState state_;  // hybrid models' slots (no layers, no memory otherwise)
   engine::ForwardPass forward_;
   StepPlans plans_;
   engine::SamplingPool sampling_;  // per-thread sampling scratch

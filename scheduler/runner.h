@@ -69,6 +69,9 @@ class ModelRunner {
   // KV geometry the runner was built with; the scheduler's block ids index this pool.
   virtual int32_t block_size() const = 0;
   virtual int32_t n_kv_blocks() const = 0;
+  // Recurrent-state slots the runner holds (hybrid models; 0 otherwise): the scheduler's
+  // BatchSequence::state_slot values index them.
+  virtual int32_t n_state_slots() const { return 0; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
   // Called on the engine thread after every step, and about once a second while idle: the
