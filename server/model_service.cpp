@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
@@ -88,6 +89,7 @@ Status ModelService::load() {
                                       .context_tokens = context,
                                       .max_batch_tokens = options_.max_batch_tokens,
                                       .threads = options_.threads,
+                                      .state_slots = options_.max_running,
                                       .progress = resident_weights_progress(progress)},
       memory_);
   if (!booted) return booted.error();
@@ -151,6 +153,7 @@ Status ModelService::load() {
            {{"path", model_path_}, {"architecture", cfg.architecture}, {"layers", cfg.n_layers},
             {"vocab", n_vocab_}, {"ctx_size", context}, {"kv_cache_blocks", sc.n_kv_blocks},
             {"kv_cache_bytes", static_cast<uint64_t>(sc.n_kv_blocks) * kBlockSize * token_bytes},
+            {"recurrent_state_bytes_per_sequence", static_cast<uint64_t>(engine::RecurrentState::state_bytes(cfg))},
             {"threads", threads}, {"chat_template", chat_prompt_->origin()},
             {"seconds", seconds_since(t0)}});
   SPILLWAY_TRY(warm_up());
