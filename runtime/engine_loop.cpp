@@ -25,6 +25,7 @@ SchedulerConfig with_runner_geometry(SchedulerConfig config, const ModelRunner& 
   config.block_size = runner.block_size();
   config.n_kv_blocks = runner.n_kv_blocks();
   config.n_state_slots = runner.n_state_slots();
+  config.n_state_snapshots = runner.n_state_snapshots();
   return config;
 }
 

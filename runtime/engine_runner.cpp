@@ -28,6 +28,11 @@ int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelCo
   return config.n_state_slots > 0 ? config.n_state_slots : std::max(config.max_running, 1);
 }
 
+int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model) {
+  if (resolve_state_slots(config, model) == 0 || !config.prefix_cache || config.n_state_snapshots < 0) return 0;
+  return config.n_state_snapshots > 0 ? config.n_state_snapshots : std::max(config.max_running, 1);
+}
+
 namespace {
 
 class EngineRunner final : public ModelRunner {
@@ -42,7 +47,8 @@ class EngineRunner final : public ModelRunner {
         state_(cfg_, resolve_state_slots(config, cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
-        sampling_(pool) {
+        sampling_(pool),
+        snapshots_(resolve_state_snapshots(config, cfg_)) {
     forward_.set_recurrent_state(&state_);
   }
 
@@ -51,8 +57,10 @@ class EngineRunner final : public ModelRunner {
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
     plans_.record(batch.n_tokens());
+    for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
     auto forwarded = forward_.execute(batch.forward);
     if (!forwarded) return forwarded.error();
+    for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
     sample_rows(batch, logits, result);
     return Status::Ok();
@@ -62,6 +70,7 @@ class EngineRunner final : public ModelRunner {
   int32_t block_size() const override { return kv_.block_size(); }
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
   int32_t n_state_slots() const override { return state_.n_layers() > 0 ? state_.n_slots() : 0; }
+  int32_t n_state_snapshots() const override { return static_cast<int32_t>(snapshots_.size()); }
   int32_t live_step_plans() const override { return plans_.live(); }
   void between_steps() override {
     if (between_steps_) between_steps_();
@@ -105,6 +114,19 @@ class EngineRunner final : public ModelRunner {
         if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
       }
     }
+    for (const auto* transfers : {&batch.state_restores, &batch.state_saves}) {
+      for (const StepBatch::StateTransfer& t : *transfers) {
+        if (t.state_slot < 0 || t.state_slot >= n_state_slots() || t.snapshot < 0 ||
+            t.snapshot >= n_state_snapshots()) {
+          return Error{fmt::format("state transfer slot {} <-> snapshot {} is out of range", t.state_slot, t.snapshot)};
+        }
+      }
+    }
+    for (const StepBatch::StateTransfer& r : batch.state_restores) {
+      if (static_cast<int64_t>(snapshots_[r.snapshot].values.size()) != state_.state_floats()) {
+        return Error{fmt::format("state snapshot {} was never saved", r.snapshot)};
+      }
+    }
     for (size_t r = 0; r < fb.logit_rows.size(); ++r) {
       if (fb.logit_rows[r] < 0 || fb.logit_rows[r] >= n_tokens || batch.rows[r].sampler == nullptr) {
         return Error{fmt::format("malformed logit row {}", r)};
@@ -121,6 +143,7 @@ class EngineRunner final : public ModelRunner {
   engine::ForwardPass forward_;
   StepPlans plans_;
   engine::SamplingPool sampling_;  // per-thread sampling scratch
+  std::vector<engine::RecurrentState::Snapshot> snapshots_;  // the prefix cache's state snapshots
 };
 
 }  // namespace

@@ -31,6 +31,9 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config);
 // layers; else config.n_state_slots when positive, else one per running sequence
 // (max_running).
 int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model);
+// Recurrent-state snapshots for the prefix cache (hybrid models with the prefix cache on):
+// config.n_state_snapshots when positive, none when negative, else one per running sequence.
+int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model);
 
 struct EngineRunnerOptions {
   // Where the forward reads weights: null for the model's file mapping, else a

@@ -28,7 +28,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tok
       observer_(observer),
       seed_source_(std::random_device{}()),
       blocks_(config.n_kv_blocks),
-      prefix_cache_(blocks_, config.block_size, config.prefix_cache) {
+      prefix_cache_(blocks_, config.block_size, config.prefix_cache),
+      snapshots_(config.n_state_slots > 0 ? std::max(config.n_state_snapshots, 0) : 0) {
   assert(config.block_size > 0 && config.n_kv_blocks > 0 && config.max_batch_tokens > 0);
   max_context_ = static_cast<int32_t>(
       std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size));
@@ -118,6 +119,7 @@ const StepBatch& Scheduler::schedule() {
   assert(scheduled_.empty());
   budget_ = config_.max_batch_tokens;
   step_preemptions_ = 0;
+  restores_.clear();
 
   // 1. Decodes, 2. the rest (prefill chunks, forked prompt tails, recomputation).
   for (int pass = 0; pass < 2; ++pass) {
@@ -126,7 +128,7 @@ const StepBatch& Scheduler::schedule() {
       if (seq.scheduled > 0) continue;
       const bool decode = seq.remaining() == 1;
       if (decode != (pass == 0)) continue;
-      const int32_t n = std::min(seq.remaining(), budget_);
+      const int32_t n = chunk_for(seq, seq.computed, std::min(seq.remaining(), budget_));
       if (!ensure_blocks(seq, seq.computed + n)) continue;  // seq itself was preempted
       schedule_tokens(seq, n);
     }
@@ -170,11 +172,27 @@ bool Scheduler::try_admit(Sequence& seq) {
   const int32_t pending_forks = reserved_slots_ - static_cast<int32_t>(running_.size());
   if (hybrid() && free_state_slots() - pending_forks < seq.slots()) return false;
   PrefixMatch match;
-  if (prefix_cache_.enabled() && !hybrid()) {
+  int32_t restore_from = -1;  // hybrid: the snapshot the match resumes from
+  int32_t discarded = 0;
+  if (prefix_cache_.enabled() && (!hybrid() || snapshots_on())) {
     prefix_cache_.extend_hashes(seq.tokens, seq.block_hashes);
     match = prefix_cache_.lookup(seq.tokens, seq.block_hashes);
+    if (hybrid()) {
+      // The deepest block boundary of the match with a state snapshot.
+      auto keep = static_cast<int32_t>(match.blocks.size());
+      for (; keep > 0; --keep) {
+        if (auto s = snapshots_.find(seq.block_hashes[keep - 1])) {
+          restore_from = *s;
+          break;
+        }
+      }
+      discarded = match.tokens - keep * config_.block_size;
+      match.blocks.resize(keep);
+      match.tokens = keep * config_.block_size;
+    }
   }
-  const int32_t n = std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_);
+  const int32_t n =
+      chunk_for(seq, match.tokens, std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_));
   const int32_t need = blocks_for(match.tokens + n, config_.block_size) -
                        static_cast<int32_t>(match.blocks.size());
   if (blocks_.available_after_acquiring(match.blocks) < need) return false;
@@ -190,6 +208,9 @@ bool Scheduler::try_admit(Sequence& seq) {
   if (hybrid()) {
     seq.state_slot = free_state_slots_.back();
     free_state_slots_.pop_back();
+    if (restore_from >= 0) restores_.push_back({seq.state_slot, restore_from});
+    prefix_discarded_tokens_total_ += discarded;
+    if (observer_ && discarded > 0) observer_->on_prefix_discarded(discarded);
   }
   waiting_.pop_front();
   running_.push_back(&seq);
@@ -249,6 +270,48 @@ void Scheduler::remove_from_running(Sequence& seq) {
   reserved_slots_ -= seq.slots();
 }
 
+bool Scheduler::snapshot_boundary(const Sequence& seq, int32_t blocks) const {
+  if (blocks <= 0) return false;
+  const int32_t interval = std::max(config_.snapshot_interval_blocks, 1);
+  return blocks % interval == 0 || blocks == seq.request->n_prompt / config_.block_size;
+}
+
+int32_t Scheduler::chunk_for(const Sequence& seq, int32_t computed, int32_t n) const {
+  if (!snapshots_on() || n <= 1) return n;
+  const int32_t bs = config_.block_size;
+  for (int32_t b = computed / bs + 1; b * bs < computed + n; ++b) {
+    if (snapshot_boundary(seq, b)) return b * bs - computed;
+  }
+  return n;
+}
+
+// After build: a save for every scheduled sequence whose step ends on a snapshot boundary
+// not snapshotted yet.
+void Scheduler::plan_snapshot_saves() {
+  batch_.state_saves.clear();
+  if (!snapshots_on()) return;
+  const int32_t bs = config_.block_size;
+  for (Sequence* seq : scheduled_) {
+    const int32_t end = seq->computed + seq->scheduled;
+    if (end % bs != 0 || !snapshot_boundary(*seq, end / bs)) continue;
+    prefix_cache_.extend_hashes(std::span<const int32_t>(seq->tokens.data(), size_t(end)), seq->block_hashes);
+    const uint64_t hash = seq->block_hashes[end / bs - 1];
+    if (snapshots_.contains(hash)) continue;
+    if (std::any_of(pending_snapshots_.begin(), pending_snapshots_.end(),
+                    [&](const auto& p) { return p.first == hash; })) {
+      continue;
+    }
+    const int32_t slot = snapshots_.take_slot();
+    batch_.state_saves.push_back({seq->state_slot, slot});
+    pending_snapshots_.emplace_back(hash, slot);
+  }
+}
+
+void Scheduler::drop_pending_snapshots() {
+  for (const auto& [hash, slot] : pending_snapshots_) snapshots_.give_back(slot);
+  pending_snapshots_.clear();
+}
+
 void Scheduler::build_batch() {
   engine::ForwardBatch& fb = batch_.forward;
   fb.tokens.clear();
@@ -280,12 +343,16 @@ void Scheduler::build_batch() {
     }
   }
   fb.sequences.resize(n_seq);
+  batch_.state_restores = restores_;
+  plan_snapshot_saves();
 }
 
 // --- applying a step ---------------------------------------------------------------------
 
 void Scheduler::update(StepResult& result) {
   assert(result.tokens.size() == row_owner_.size());
+  for (const auto& [hash, slot] : pending_snapshots_) snapshots_.insert(hash, slot);
+  pending_snapshots_.clear();
   for (Sequence* seq : scheduled_) {
     seq->computed += seq->scheduled;
     computed_tokens_total_ += seq->scheduled;
@@ -445,6 +512,7 @@ void Scheduler::cancel_all() {
 }
 
 void Scheduler::fail_step(const std::string& message) {
+  drop_pending_snapshots();
   std::vector<Request*> failed;
   for (Sequence* seq : scheduled_) {
     seq->scheduled = 0;
@@ -463,6 +531,7 @@ void Scheduler::fail_step(const std::string& message) {
 }
 
 void Scheduler::fail_all(const std::string& message) {
+  drop_pending_snapshots();
   for (Sequence* seq : scheduled_) seq->scheduled = 0;
   scheduled_.clear();
   row_owner_.clear();
@@ -489,6 +558,8 @@ SchedulerCounters Scheduler::counters() const {
   c.preemptions_total = preemptions_total_;
   c.prefix_queried_tokens_total = prefix_queried_tokens_total_;
   c.prefix_hit_tokens_total = prefix_hit_tokens_total_;
+  c.prefix_discarded_tokens_total = prefix_discarded_tokens_total_;
+  c.state_snapshots = snapshots_.size();
   c.computed_tokens_total = computed_tokens_total_;
   return c;
 }

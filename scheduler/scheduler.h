@@ -44,6 +44,7 @@
 #include "scheduler/prefix_cache.h"
 #include "scheduler/runner.h"
 #include "scheduler/sequence.h"
+#include "scheduler/state_snapshots.h"
 
 namespace spillway::scheduler {
 
@@ -54,6 +55,8 @@ struct SchedulerCounters {
   int64_t preemptions_total = 0;
   int64_t prefix_queried_tokens_total = 0;
   int64_t prefix_hit_tokens_total = 0;
+  int64_t prefix_discarded_tokens_total = 0;  // hybrid: KV hits without a state snapshot
+  int32_t state_snapshots = 0;                // hybrid: snapshots held
   int64_t computed_tokens_total = 0;  // tokens forwarded over all steps
 };
 
@@ -119,6 +122,13 @@ class Scheduler {
   void deliver(Request& request);
   void remove_from_running(Sequence& seq);
   bool hybrid() const { return config_.n_state_slots > 0; }
+  bool snapshots_on() const { return hybrid() && snapshots_.enabled() && prefix_cache_.enabled(); }
+  // Whether a snapshot is taken after `blocks` full blocks of seq.
+  bool snapshot_boundary(const Sequence& seq, int32_t blocks) const;
+  // n tokens of seq to schedule, cut so that a prefill chunk ends on the next snapshot boundary.
+  int32_t chunk_for(const Sequence& seq, int32_t computed, int32_t n) const;
+  void plan_snapshot_saves();
+  void drop_pending_snapshots();
   void release_state_slot(Sequence& seq);
 
   SchedulerConfig config_;
@@ -132,6 +142,9 @@ class Scheduler {
   KvBlockManager blocks_;
   PrefixCache prefix_cache_;
   std::vector<int32_t> free_state_slots_;  // hybrid models: slots no running sequence holds
+  StateSnapshotIndex snapshots_;
+  std::vector<StepBatch::StateTransfer> restores_;                  // of the step being built
+  std::vector<std::pair<uint64_t, int32_t>> pending_snapshots_;     // saved by the step: hash, slot
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // admission order: the back is the latest admitted
@@ -150,6 +163,7 @@ class Scheduler {
   int64_t preemptions_total_ = 0;
   int64_t prefix_queried_tokens_total_ = 0;
   int64_t prefix_hit_tokens_total_ = 0;
+  int64_t prefix_discarded_tokens_total_ = 0;
   int64_t computed_tokens_total_ = 0;
 };
 

@@ -90,6 +90,7 @@ Status ModelService::load() {
                                       .max_batch_tokens = options_.max_batch_tokens,
                                       .threads = options_.threads,
                                       .state_slots = options_.max_running,
+                                      .state_snapshots = options_.max_running,
                                       .progress = resident_weights_progress(progress)},
       memory_);
   if (!booted) return booted.error();

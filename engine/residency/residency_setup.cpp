@@ -26,7 +26,8 @@ int64_t runtime_reserve_bytes(const ModelConfig& c, const ResidencyDemand& d) {
   const int64_t attention = static_cast<int64_t>(d.threads) * (d.context_tokens + 16);
   // Activations quantized to int8 blocks for quantized matmuls: ~1 byte per element.
   const int64_t matmul_scratch = t * std::max<int64_t>(c.n_ff, c.n_embd) * 2;
-  const int64_t recurrent_state = RecurrentState::slot_bytes(c) * std::max<int32_t>(d.state_slots, 0);
+  const int64_t recurrent_state = RecurrentState::slot_bytes(c) * std::max<int32_t>(d.state_slots, 0) +
+                                  RecurrentState::state_bytes(c) * std::max<int32_t>(d.state_snapshots, 0);
   return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + kAllocatorSlackBytes;
 }
 

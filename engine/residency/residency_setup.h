@@ -25,6 +25,7 @@ struct ResidencyDemand {
   // Recurrent-state slots the runner will hold (hybrid models: one per running sequence);
   // each costs RecurrentState::slot_bytes, reserved like the runtime's workspaces.
   int32_t state_slots = 1;
+  int32_t state_snapshots = 0;  // prefix-cache snapshots of one state each
 };
 
 struct ResidencySetup {

@@ -71,6 +71,12 @@ RecurrentState::Snapshot RecurrentState::snapshot(int32_t slot) const {
   return Snapshot{std::vector<float>(b, b + state_floats_)};
 }
 
+void RecurrentState::snapshot_into(int32_t slot, Snapshot& out) const {
+  assert(slot >= 0 && slot < n_slots_);
+  const float* b = buffer(slot, current_[slot]);
+  out.values.assign(b, b + state_floats_);
+}
+
 void RecurrentState::restore(int32_t slot, const Snapshot& snapshot) {
   assert(slot >= 0 && slot < n_slots_);
   assert(static_cast<int64_t>(snapshot.values.size()) == state_floats_);

@@ -52,6 +52,8 @@ class RecurrentState {
   // dst's current state = src's (n > 1: sequences forked from one prompt); no rollback on dst.
   void copy(int32_t src, int32_t dst);
   Snapshot snapshot(int32_t slot) const;
+  // As snapshot(), into `out` (its storage reused: no allocation after the first).
+  void snapshot_into(int32_t slot, Snapshot& out) const;
   // The slot's current state = the snapshot (taken from a pool of the same model); no rollback.
   void restore(int32_t slot, const Snapshot& snapshot);
 

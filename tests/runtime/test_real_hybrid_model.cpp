@@ -166,16 +166,25 @@ TEST_F(RealHybridModel, EightConcurrentGreedyStreamsEqualAloneAndGolden) {
   config.block_size = 16;
   const std::vector<GenerationParams> reqs = requests();
 
-  const auto alone = run(config, reqs, /*one_at_a_time=*/true);
+  // One at a time: the repeats of the 182-token prompt resume from the state snapshot at its
+  // last full block (176 tokens) and recompute 6 tokens.
+  EngineSnapshot alone_snap;
+  const auto alone = run(config, reqs, /*one_at_a_time=*/true, &alone_snap);
   ASSERT_EQ(alone.size(), 8u);
   for (int i = 0; i < 8; ++i) expect_golden(alone[i], i);
+  EXPECT_EQ(alone_snap.prefix_hit_tokens_total, 2 * 176);
 
   EngineSnapshot snap;
   const auto together = run(config, reqs, /*one_at_a_time=*/false, &snap);
   ASSERT_EQ(together.size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
-  EXPECT_EQ(snap.prefix_hit_tokens_total, 0) << "no KV-only hits on a recurrent model";
   EXPECT_EQ(snap.kv_blocks_used, 0);
+
+  config.prefix_cache = false;
+  EngineSnapshot no_cache;
+  const auto uncached = run(config, reqs, /*one_at_a_time=*/true, &no_cache);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(uncached[i], alone[i]) << "request " << i;
+  EXPECT_EQ(no_cache.prefix_hit_tokens_total, 0);
 }
 
 TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
@@ -191,6 +200,30 @@ TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
   ASSERT_EQ(together.size(), 8u);
   for (int i = 0; i < 8; ++i) expect_golden(together[i], i);
   EXPECT_GT(snap.preemptions_total, 0);
+}
+
+// A second chat turn (the first turn's prompt + its answer + new tokens) resumes from the
+// snapshot at the first prompt's last full block, with the tokens of an uncached run.
+TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 4;
+  config.max_context = 512;
+  config.block_size = 16;
+  const GenerationParams first = greedy(golden_[4].prompt, 16);
+  const auto turn1 = run(config, {first}, true);
+  ASSERT_EQ(turn1.size(), 1u);
+  std::vector<int32_t> prompt2 = golden_[4].prompt;
+  prompt2.insert(prompt2.end(), turn1[0].begin(), turn1[0].end());
+  prompt2.insert(prompt2.end(), golden_[0].prompt.begin(), golden_[0].prompt.end());
+  EngineSnapshot snap;
+  const auto both = run(config, {first, greedy(prompt2, 16)}, /*one_at_a_time=*/true, &snap);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(snap.prefix_hit_tokens_total, 176);  // turn 2 resumes after turn 1's 11 full prompt blocks
+  config.prefix_cache = false;
+  const auto uncached = run(config, {greedy(prompt2, 16)}, true);
+  ASSERT_EQ(uncached.size(), 1u);
+  EXPECT_EQ(both[1], uncached[0]);
 }
 
 }  // namespace
