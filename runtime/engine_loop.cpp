@@ -93,6 +93,9 @@ void EngineLoop::Impl::publish_locked() {
   s.prefix_queried_tokens_total = c.prefix_queried_tokens_total;
   s.prefix_hit_tokens_total = c.prefix_hit_tokens_total;
   s.live_step_plans = runner->live_step_plans();
+  s.state_slots_total = config.n_state_slots;
+  s.state_slots_used = config.n_state_slots - scheduler.free_state_slots();
+  s.state_snapshots = c.state_snapshots;
   published = s;
 }
 
