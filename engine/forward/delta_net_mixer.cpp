@@ -104,8 +104,7 @@ void DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const Del
     for (int32_t h = 0; h < g->heads; ++h) {
       float* o = g->o + t * width + int64_t{h} * g->dv;
       kernels::rms_norm(o, g->norm, o, g->dv, g->eps);
-      const float* z = g->z + t * width + int64_t{h} * g->dv;
-      for (int32_t i = 0; i < g->dv; ++i) o[i] *= silu(z[i]);
+      kernels::silu_mul(g->z + t * width + int64_t{h} * g->dv, o, o, g->dv);  // o *= silu(z)
     }
   };
   timed(ctx.profile, P::Wo, [&] {
@@ -176,7 +175,9 @@ void DeltaNetMixer::recurrence(const StepContext& ctx, const LayerSpec& spec) {
   const int64_t conv_floats = state_->conv_floats(ord);
   const float scale = 1.0f / std::sqrt(static_cast<float>(S));
   const int64_t n_seq = static_cast<int64_t>(ctx.batch.sequences.size());
-  const int64_t head_work = 4 * int64_t{S} * S;  // floats a token touches per head (two passes)
+  // A task's cost in state values per token: the pool is woken only for real-size heads
+  // (tiny test models run inline; a wake-up costs more than their whole recurrence).
+  const int64_t head_work = int64_t{S} * S;
   parallel_for(ctx.pool, n_seq * nv, head_work * std::max<int64_t>(1, ctx.n_tokens / std::max<int64_t>(1, n_seq)),
                [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
