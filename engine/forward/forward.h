@@ -29,6 +29,7 @@
 #include "engine/forward/batch.h"
 #include "engine/forward/delta_net_mixer.h"
 #include "engine/forward/dense_ffn.h"
+#include "engine/forward/moe_ffn.h"
 #include "engine/forward/profile.h"
 #include "engine/model/model.h"
 #include "engine/residency/layer_weight_source.h"
@@ -54,12 +55,15 @@ class ForwardPass {
   // The recurrent-state pool BatchSequence::state_slot indexes (models with gated delta net
   // layers need one; execute returns an Error without it). Must outlive its use.
   void set_recurrent_state(RecurrentState* state) { delta_net_.set_state(state); }
+  // The MoE FFN (routing of the last step, experts-used override for MoBiLE's little pass).
+  MoeFfn& moe_ffn() { return moe_ffn_; }
   // Accumulates wall time per part into *profile (null: stop). Engine thread only.
   void set_profile(ForwardProfile* profile) { profile_ = profile; }
 
  private:
   void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_keys);
-  void run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w);
+  // An Error only when a MoE layer's experts could not be acquired.
+  Status run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w);
 
   const Model& model_;
   const ModelConfig& cfg_;
@@ -70,6 +74,7 @@ class ForwardPass {
   AttentionMixer attention_;
   DeltaNetMixer delta_net_;
   DenseFfn dense_ffn_;
+  MoeFfn moe_ffn_;
 
   int32_t token_capacity_ = 0;
   int32_t logit_capacity_ = 0;
