@@ -21,16 +21,26 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config) {
   return per_sequence * std::clamp(config.max_running, 1, 4);
 }
 
+namespace {
+// Default caps on the recurrent-state memory (like the KV cache's default 1 GiB): the live
+// slots (double-buffered) and the prefix cache's snapshots.
+constexpr int64_t kDefaultStateSlotBytes = int64_t{1} << 30;
+constexpr int64_t kDefaultSnapshotBytes = int64_t{256} << 20;
+}  // namespace
+
 int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model) {
-  bool recurrent = false;
-  for (const engine::LayerSpec& s : model.layers) recurrent |= s.mixer == engine::MixerKind::GatedDeltaNet;
-  if (!recurrent) return 0;
-  return config.n_state_slots > 0 ? config.n_state_slots : std::max(config.max_running, 1);
+  const int64_t slot_bytes = engine::RecurrentState::slot_bytes(model);
+  if (slot_bytes == 0) return 0;
+  if (config.n_state_slots > 0) return config.n_state_slots;
+  const int64_t fit = std::max<int64_t>(1, kDefaultStateSlotBytes / slot_bytes);
+  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
 }
 
 int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model) {
   if (resolve_state_slots(config, model) == 0 || !config.prefix_cache || config.n_state_snapshots < 0) return 0;
-  return config.n_state_snapshots > 0 ? config.n_state_snapshots : std::max(config.max_running, 1);
+  if (config.n_state_snapshots > 0) return config.n_state_snapshots;
+  const int64_t fit = std::max<int64_t>(1, kDefaultSnapshotBytes / engine::RecurrentState::state_bytes(model));
+  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
 }
 
 namespace {

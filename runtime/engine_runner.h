@@ -29,10 +29,12 @@ namespace spillway::runtime {
 int32_t resolve_kv_blocks(const SchedulerConfig& config);
 // Recurrent-state slots for a model (engine::RecurrentState): none without gated delta net
 // layers; else config.n_state_slots when positive, else one per running sequence
-// (max_running).
+// (max_running) as far as 1 GiB of slots allows (at least one; admission waits for a free
+// slot when there are fewer slots than max_running).
 int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model);
 // Recurrent-state snapshots for the prefix cache (hybrid models with the prefix cache on):
-// config.n_state_snapshots when positive, none when negative, else one per running sequence.
+// config.n_state_snapshots when positive, none when negative, else one per running sequence
+// as far as 256 MiB of snapshots allows (at least one).
 int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model);
 
 struct EngineRunnerOptions {
