@@ -75,7 +75,7 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("make-demo-model",
                                      "Write a deterministic random-weight GGUF model");
   cmd->add_option("--out", opts->out, "Output GGUF path")->required();
-  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe");
+  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe | qwen35");
   cmd->add_option("--layers", opts->model.layers);
   cmd->add_option("--dim", opts->model.dim, "Embedding size");
   cmd->add_option("--ff", opts->model.ff, "MLP hidden size (default 8/3 dim)");

@@ -115,4 +115,9 @@ void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int h
                            out_stride, scratch);
 }
 
+void gated_delta_net(const GatedDeltaNetArgs& args) {
+  assert(args.dk > 0 && args.dv > 0 && args.n_tokens >= 0);
+  active_table().gated_delta_net(args);
+}
+
 }  // namespace spillway::kernels

@@ -10,5 +10,7 @@ void add_avx2_dot_kernels(KernelTable& t);   // dot_avx2.cpp
 void add_avx2_row_kernels(KernelTable& t);   // ops_avx2.cpp
 void add_avx512_dot_kernels(KernelTable& t); // dot_avx512.cpp
 void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
+void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
+void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
 
 }  // namespace spillway::kernels

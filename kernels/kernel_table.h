@@ -173,6 +173,8 @@ struct KernelTable {
   void (*attention)(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
                     const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,
                     float* out, size_t out_stride, float* scratch) = nullptr;
+  // As kernels::gated_delta_net (kernels.h).
+  void (*gated_delta_net)(const GatedDeltaNetArgs& args) = nullptr;
 };
 
 // matmul() / matmul_multi() on a given table (the public ones use the active table).

@@ -147,6 +147,39 @@ void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int h
                const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,
                float* out, size_t out_stride, float* scratch);
 
+// ---- gated delta net (linear-attention recurrence of hybrid models) ----------------------
+// One value head of one sequence over n_tokens consecutive tokens. The state S is [dk][dv]
+// (row i = key index, column c = value index), f32. Per token t, with e = expf(g_t):
+//   S = e * S;  d = beta_t * (v_t - S^T k_t);  S = S + k_t d^T;  out_t = (S^T q_t) * scale.
+// q_t, k_t (dk values, already L2-normalised) at q / k + t * qk_stride; v_t (dv) at
+// v + t * v_stride; g_t, beta_t at g / beta + t * gb_stride; out_t (dv) at out + t * out_stride.
+// state_in: the state before the first token (nullptr: zero); state_out: the state after the
+// last one (may equal state_in; must not overlap it otherwise).
+// Every implementation computes each column c in this order, so all ISAs give the same bits
+// and a token's result does not depend on how the tokens were split into calls:
+//   pass 1, i = 0..dk-1 increasing: S[i][c] = S[i][c] * e; sk = fma(S[i][c], k[i], sk) from 0;
+//   d = beta * (v[c] - sk);
+//   pass 2, i increasing: S[i][c] = fma(k[i], d, S[i][c]); o = fma(S[i][c], q[i], o) from 0;
+//   out[c] = o * scale.
+struct GatedDeltaNetArgs {
+  const float* state_in = nullptr;
+  float* state_out = nullptr;
+  int dk = 0, dv = 0;
+  int n_tokens = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  size_t qk_stride = 0;  // floats
+  const float* v = nullptr;
+  size_t v_stride = 0;
+  const float* g = nullptr;     // log-decay (<= 0)
+  const float* beta = nullptr;  // write strength in (0, 1)
+  size_t gb_stride = 0;
+  float scale = 1.0f;
+  float* out = nullptr;
+  size_t out_stride = 0;
+};
+void gated_delta_net(const GatedDeltaNetArgs& args);
+
 // ---- per-ISA tables (tests and benches) ---------------------------------------------
 struct KernelTable;  // defined in kernels/kernel_table.h
 const KernelTable& kernels_for(Isa isa);  // isa must be in supported_isas()

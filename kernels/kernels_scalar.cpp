@@ -367,6 +367,39 @@ void rope_scalar(float* x, int n_heads, int head_dim, int rot_dim, const float* 
   }
 }
 
+// ---- gated delta net ----------------------------------------------------------------------
+
+void gated_delta_net_scalar(const GatedDeltaNetArgs& a) {
+  const int dk = a.dk, dv = a.dv;
+  for (int c = 0; c < dv; ++c) {
+    const float* src = a.state_in;  // the state the token reads: state_in, then state_out
+    for (int t = 0; t < a.n_tokens; ++t) {
+      const float* q = a.q + t * a.qk_stride;
+      const float* k = a.k + t * a.qk_stride;
+      const float e = std::exp(a.g[t * a.gb_stride]);
+      const float beta = a.beta[t * a.gb_stride];
+      float sk = 0.0f;
+      for (int i = 0; i < dk; ++i) {
+        const float s = src ? src[size_t(i) * dv + c] * e : 0.0f;
+        a.state_out[size_t(i) * dv + c] = s;
+        sk = std::fma(s, k[i], sk);
+      }
+      const float d = beta * (a.v[t * a.v_stride + c] - sk);
+      float o = 0.0f;
+      for (int i = 0; i < dk; ++i) {
+        float& s = a.state_out[size_t(i) * dv + c];
+        s = std::fma(k[i], d, s);
+        o = std::fma(s, q[i], o);
+      }
+      a.out[t * a.out_stride + c] = o * a.scale;
+      src = a.state_out;
+    }
+    if (a.n_tokens == 0 && a.state_out != a.state_in) {
+      for (int i = 0; i < dk; ++i) a.state_out[size_t(i) * dv + c] = a.state_in ? a.state_in[size_t(i) * dv + c] : 0.0f;
+    }
+  }
+}
+
 // ---- attention --------------------------------------------------------------------------
 
 float load_kv(const KvView& view, int64_t t, int head, int d) {
@@ -432,6 +465,7 @@ constexpr KernelTable make_scalar_table() {
   t.add_inplace = add_inplace_scalar;
   t.rope = rope_scalar;
   t.attention = attention_scalar;
+  t.gated_delta_net = gated_delta_net_scalar;
   return t;
 }
 

@@ -13,7 +13,9 @@ Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const Engin
         model, *options.residency,
         engine::ResidencyDemand{.context_tokens = std::max<int32_t>(options.context_tokens, 1),
                                 .max_batch_tokens = options.max_batch_tokens,
-                                .threads = b.threads},
+                                .threads = b.threads,
+                                .state_slots = options.state_slots,
+                                .state_snapshots = options.state_snapshots},
         memory, options.progress);
     if (!setup) return setup.error();
     b.residency = std::make_unique<engine::ResidencySetup>(std::move(*setup));

@@ -29,6 +29,8 @@ struct EngineBootstrapOptions {
   int32_t context_tokens = 0;      // the largest context a sequence may use
   int32_t max_batch_tokens = 512;  // tokens of one forward step
   int threads = 0;                 // 0: kernels::default_thread_count() (physical cores)
+  int32_t state_slots = 1;         // recurrent-state slots (hybrid models) the budget must hold
+  int32_t state_snapshots = 0;     // and prefix-cache state snapshots
   // Called while the resident weights are read (done, total bytes).
   engine::WeightLoadProgress progress;
 };

@@ -25,6 +25,8 @@ SchedulerConfig with_runner_geometry(SchedulerConfig config, const ModelRunner& 
   // The runner's KV pool is the truth: block ids index it.
   config.block_size = runner.block_size();
   config.n_kv_blocks = runner.n_kv_blocks();
+  config.n_state_slots = runner.n_state_slots();
+  config.n_state_snapshots = runner.n_state_snapshots();
   return config;
 }
 
@@ -93,6 +95,9 @@ void EngineLoop::Impl::publish_locked() {
   s.prefix_queried_tokens_total = c.prefix_queried_tokens_total;
   s.prefix_hit_tokens_total = c.prefix_hit_tokens_total;
   s.live_step_plans = runner->live_step_plans();
+  s.state_slots_total = config.n_state_slots;
+  s.state_slots_used = config.n_state_slots - scheduler.free_state_slots();
+  s.state_snapshots = c.state_snapshots;
   published = s;
 }
 

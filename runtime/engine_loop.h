@@ -49,6 +49,11 @@ struct EngineSnapshot {
   int64_t prefix_queried_tokens_total = 0;
   int64_t prefix_hit_tokens_total = 0;
   int32_t live_step_plans = 0;     // distinct padded batch shapes the runner keeps
+  // Hybrid models (0 otherwise): recurrent-state slots, those held by running sequences, and
+  // the prefix cache's state snapshots.
+  int32_t state_slots_total = 0;
+  int32_t state_slots_used = 0;
+  int32_t state_snapshots = 0;
 };
 
 class EngineLoop {

@@ -7,6 +7,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/sampling/sampling_pool.h"
 #include "scheduler/step_plans.h"
 
@@ -21,6 +22,28 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config) {
 }
 
 namespace {
+// Default caps on the recurrent-state memory (like the KV cache's default 1 GiB): the live
+// slots (double-buffered) and the prefix cache's snapshots.
+constexpr int64_t kDefaultStateSlotBytes = int64_t{1} << 30;
+constexpr int64_t kDefaultSnapshotBytes = int64_t{256} << 20;
+}  // namespace
+
+int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model) {
+  const int64_t slot_bytes = engine::RecurrentState::slot_bytes(model);
+  if (slot_bytes == 0) return 0;
+  if (config.n_state_slots > 0) return config.n_state_slots;
+  const int64_t fit = std::max<int64_t>(1, kDefaultStateSlotBytes / slot_bytes);
+  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
+}
+
+int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model) {
+  if (resolve_state_slots(config, model) == 0 || !config.prefix_cache || config.n_state_snapshots < 0) return 0;
+  if (config.n_state_snapshots > 0) return config.n_state_snapshots;
+  const int64_t fit = std::max<int64_t>(1, kDefaultSnapshotBytes / engine::RecurrentState::state_bytes(model));
+  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
+}
+
+namespace {
 
 class EngineRunner final : public ModelRunner {
  public:
@@ -31,17 +54,23 @@ class EngineRunner final : public ModelRunner {
         max_context_(config.max_context),
         kv_(cfg_, config.block_size,
             resolve_kv_blocks(config)),
+        state_(cfg_, resolve_state_slots(config, cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
-        sampling_(pool) {}
+        sampling_(pool),
+        snapshots_(resolve_state_snapshots(config, cfg_)) {
+    forward_.set_recurrent_state(&state_);
+  }
 
   Status execute(const StepBatch& batch, StepResult& result) override {
     SPILLWAY_TRY(check(batch));
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
     plans_.record(batch.n_tokens());
+    for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
     auto forwarded = forward_.execute(batch.forward);
     if (!forwarded) return forwarded.error();
+    for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
     sample_rows(batch, logits, result);
     return Status::Ok();
@@ -50,6 +79,8 @@ class EngineRunner final : public ModelRunner {
   int32_t n_vocab() const override { return cfg_.n_vocab; }
   int32_t block_size() const override { return kv_.block_size(); }
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
+  int32_t n_state_slots() const override { return state_.n_layers() > 0 ? state_.n_slots() : 0; }
+  int32_t n_state_snapshots() const override { return static_cast<int32_t>(snapshots_.size()); }
   int32_t live_step_plans() const override { return plans_.live(); }
   void between_steps() override {
     if (between_steps_) between_steps_();
@@ -86,8 +117,24 @@ class EngineRunner final : public ModelRunner {
         return Error{fmt::format("malformed batch sequence (tokens {}+{}, position {}, {} blocks)",
                                  s.first_token, s.n_tokens, s.start_position, s.block_table.size())};
       }
+      if (state_.n_layers() > 0 && (s.state_slot < 0 || s.state_slot >= state_.n_slots())) {
+        return Error{fmt::format("recurrent-state slot {} is out of range", s.state_slot)};
+      }
       for (int32_t b : s.block_table) {
         if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
+      }
+    }
+    for (const auto* transfers : {&batch.state_restores, &batch.state_saves}) {
+      for (const StepBatch::StateTransfer& t : *transfers) {
+        if (t.state_slot < 0 || t.state_slot >= n_state_slots() || t.snapshot < 0 ||
+            t.snapshot >= n_state_snapshots()) {
+          return Error{fmt::format("state transfer slot {} <-> snapshot {} is out of range", t.state_slot, t.snapshot)};
+        }
+      }
+    }
+    for (const StepBatch::StateTransfer& r : batch.state_restores) {
+      if (static_cast<int64_t>(snapshots_[r.snapshot].values.size()) != state_.state_floats()) {
+        return Error{fmt::format("state snapshot {} was never saved", r.snapshot)};
       }
     }
     for (size_t r = 0; r < fb.logit_rows.size(); ++r) {
@@ -102,9 +149,11 @@ class EngineRunner final : public ModelRunner {
   std::function<void()> between_steps_;
   int64_t max_context_;
   engine::KvCache kv_;
+  engine::RecurrentState state_;  // hybrid models' slots (no layers, no memory otherwise)
   engine::ForwardPass forward_;
   StepPlans plans_;
   engine::SamplingPool sampling_;  // per-thread sampling scratch
+  std::vector<engine::RecurrentState::Snapshot> snapshots_;  // the prefix cache's state snapshots
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 // logit row with its sequence's Sampler, the rows in parallel on the kernel pool.
 //
 // KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
-// leaves n_kv_blocks at 0).
+// leaves n_kv_blocks at 0). Hybrid models: resolve_state_slots() recurrent-state slots.
 // Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
 // max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
 // not pad: every row is computed independently, so padding rows would only cost time; the
@@ -27,6 +27,15 @@ namespace spillway::runtime {
 // KV blocks to create for config: config.n_kv_blocks when positive, else enough for
 // max_context tokens of min(max_running, 4) sequences.
 int32_t resolve_kv_blocks(const SchedulerConfig& config);
+// Recurrent-state slots for a model (engine::RecurrentState): none without gated delta net
+// layers; else config.n_state_slots when positive, else one per running sequence
+// (max_running) as far as 1 GiB of slots allows (at least one; admission waits for a free
+// slot when there are fewer slots than max_running).
+int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model);
+// Recurrent-state snapshots for the prefix cache (hybrid models with the prefix cache on):
+// config.n_state_snapshots when positive, none when negative, else one per running sequence
+// as far as 256 MiB of snapshots allows (at least one).
+int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model);
 
 struct EngineRunnerOptions {
   // Where the forward reads weights: null for the model's file mapping, else a

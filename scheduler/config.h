@@ -14,6 +14,19 @@ struct SchedulerConfig {
   int32_t block_size = 16;         // KV block size in tokens
   int32_t n_kv_blocks = 0;         // KV capacity in blocks (shared by all sequences)
   bool prefix_cache = true;
+  // Recurrent-state slots (hybrid models: one per running sequence; 0 = the model has no
+  // recurrent layers). With slots, admission needs a free slot as well as KV blocks, a
+  // sequence starts at position 0 in a fresh slot unless a state snapshot restores its
+  // prefix (a KV hit alone cannot restore the recurrent state), and a forked choice
+  // recomputes its prompt in a slot of its own.
+  int32_t n_state_slots = 0;
+  // Recurrent-state snapshots for the prefix cache of hybrid models (0: none, then hybrid
+  // models get no prefix hits). A sequence's state is saved after the step whose tokens end
+  // at a snapshot boundary: every snapshot_interval_blocks KV blocks, and the last full
+  // block of its prompt (a second chat turn resumes there); prefill chunks are cut to end
+  // on boundaries. A hit resumes from the deepest snapshot within the KV match.
+  int32_t n_state_snapshots = 0;
+  int32_t snapshot_interval_blocks = 16;
 };
 
 // One engine step, for metrics.
@@ -30,6 +43,8 @@ class MetricsObserver {
   virtual void on_step(const StepStats& stats) = 0;
   // A request's prompt was matched against the prefix cache.
   virtual void on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) = 0;
+  // Hybrid models: KV-cached prefix tokens not reused because no state snapshot covered them.
+  virtual void on_prefix_discarded(int32_t /*tokens*/) {}
 };
 
 }  // namespace spillway::scheduler

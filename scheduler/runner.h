@@ -46,6 +46,16 @@ struct StepBatch {
   // token index (the n choices of a request all sample from the prompt's last token).
   std::vector<RowSampling> rows;
 
+  // Hybrid models with state snapshots (scheduler/state_snapshots.h): before the forward the
+  // runner copies each restore's snapshot slot into its state slot (a prefix-cache hit);
+  // after it, each save's state slot into its snapshot slot (state after the step).
+  struct StateTransfer {
+    int32_t state_slot = -1;
+    int32_t snapshot = -1;
+  };
+  std::vector<StateTransfer> state_restores;
+  std::vector<StateTransfer> state_saves;
+
   bool empty() const { return forward.tokens.empty(); }
   int32_t n_tokens() const { return static_cast<int32_t>(forward.tokens.size()); }
 };
@@ -69,6 +79,11 @@ class ModelRunner {
   // KV geometry the runner was built with; the scheduler's block ids index this pool.
   virtual int32_t block_size() const = 0;
   virtual int32_t n_kv_blocks() const = 0;
+  // Recurrent-state slots the runner holds (hybrid models; 0 otherwise): the scheduler's
+  // BatchSequence::state_slot values index them.
+  virtual int32_t n_state_slots() const { return 0; }
+  // Recurrent-state snapshot slots (StepBatch::state_saves / state_restores); 0: none.
+  virtual int32_t n_state_snapshots() const { return 0; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
   // Called on the engine thread after every step, and about once a second while idle: the

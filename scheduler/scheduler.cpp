@@ -28,10 +28,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tok
       observer_(observer),
       seed_source_(std::random_device{}()),
       blocks_(config.n_kv_blocks),
-      prefix_cache_(blocks_, config.block_size, config.prefix_cache) {
+      prefix_cache_(blocks_, config.block_size, config.prefix_cache),
+      snapshots_(config.n_state_slots > 0 ? std::max(config.n_state_snapshots, 0) : 0) {
   assert(config.block_size > 0 && config.n_kv_blocks > 0 && config.max_batch_tokens > 0);
   max_context_ = static_cast<int32_t>(
       std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size));
+  // Handed out lowest first (back of the vector).
+  for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_state_slots_.push_back(s);
   const int32_t vocab = std::min(n_vocab, tokenizer.n_vocab());
   for (int32_t id = 0; id < vocab; ++id) {
     if (tokenizer.is_end_of_generation(id)) end_of_generation_ids_.push_back(id);
@@ -52,6 +55,10 @@ std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& param
   if (params.n > config_.max_running) {
     return invalid(fmt::format("n = {} exceeds this server's limit of {} sequences", params.n,
                                config_.max_running));
+  }
+  if (hybrid() && params.n > config_.n_state_slots) {
+    return invalid(fmt::format("n = {} exceeds this server's {} recurrent-state slots", params.n,
+                               config_.n_state_slots));
   }
   if (params.max_tokens == 0 || params.max_tokens < -1) {
     return invalid(fmt::format("max_tokens must be at least 1, got {}", params.max_tokens));
@@ -112,6 +119,7 @@ const StepBatch& Scheduler::schedule() {
   assert(scheduled_.empty());
   budget_ = config_.max_batch_tokens;
   step_preemptions_ = 0;
+  restores_.clear();
 
   // 1. Decodes, 2. the rest (prefill chunks, forked prompt tails, recomputation).
   for (int pass = 0; pass < 2; ++pass) {
@@ -120,7 +128,7 @@ const StepBatch& Scheduler::schedule() {
       if (seq.scheduled > 0) continue;
       const bool decode = seq.remaining() == 1;
       if (decode != (pass == 0)) continue;
-      const int32_t n = std::min(seq.remaining(), budget_);
+      const int32_t n = chunk_for(seq, seq.computed, std::min(seq.remaining(), budget_));
       if (!ensure_blocks(seq, seq.computed + n)) continue;  // seq itself was preempted
       schedule_tokens(seq, n);
     }
@@ -159,12 +167,32 @@ bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_tokens) {
 
 bool Scheduler::try_admit(Sequence& seq) {
   if (reserved_slots_ + seq.slots() > config_.max_running) return false;
+  // Hybrid: a state slot for it and one for each choice it will fork (the running
+  // sequences' pending forks hold theirs already).
+  const int32_t pending_forks = reserved_slots_ - static_cast<int32_t>(running_.size());
+  if (hybrid() && free_state_slots() - pending_forks < seq.slots()) return false;
   PrefixMatch match;
-  if (prefix_cache_.enabled()) {
+  int32_t restore_from = -1;  // hybrid: the snapshot the match resumes from
+  int32_t discarded = 0;
+  if (prefix_cache_.enabled() && (!hybrid() || snapshots_on())) {
     prefix_cache_.extend_hashes(seq.tokens, seq.block_hashes);
     match = prefix_cache_.lookup(seq.tokens, seq.block_hashes);
+    if (hybrid()) {
+      // The deepest block boundary of the match with a state snapshot.
+      auto keep = static_cast<int32_t>(match.blocks.size());
+      for (; keep > 0; --keep) {
+        if (auto s = snapshots_.find(seq.block_hashes[keep - 1])) {
+          restore_from = *s;
+          break;
+        }
+      }
+      discarded = match.tokens - keep * config_.block_size;
+      match.blocks.resize(keep);
+      match.tokens = keep * config_.block_size;
+    }
   }
-  const int32_t n = std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_);
+  const int32_t n =
+      chunk_for(seq, match.tokens, std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_));
   const int32_t need = blocks_for(match.tokens + n, config_.block_size) -
                        static_cast<int32_t>(match.blocks.size());
   if (blocks_.available_after_acquiring(match.blocks) < need) return false;
@@ -177,6 +205,13 @@ bool Scheduler::try_admit(Sequence& seq) {
   seq.computed = match.tokens;
   seq.registered_blocks = static_cast<int32_t>(match.blocks.size());
   seq.state = Sequence::State::Running;
+  if (hybrid()) {
+    seq.state_slot = free_state_slots_.back();
+    free_state_slots_.pop_back();
+    if (restore_from >= 0) restores_.push_back({seq.state_slot, restore_from});
+    prefix_discarded_tokens_total_ += discarded;
+    if (observer_ && discarded > 0) observer_->on_prefix_discarded(discarded);
+  }
   waiting_.pop_front();
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
@@ -205,6 +240,7 @@ void Scheduler::preempt(Sequence& seq) {
     scheduled_.erase(std::find(scheduled_.begin(), scheduled_.end(), &seq));
   }
   release_blocks(seq);
+  release_state_slot(seq);
   seq.computed = 0;
   seq.registered_blocks = 0;
   remove_from_running(seq);
@@ -221,11 +257,59 @@ void Scheduler::release_blocks(Sequence& seq) {
   seq.block_table.clear();
 }
 
+void Scheduler::release_state_slot(Sequence& seq) {
+  if (seq.state_slot < 0) return;
+  free_state_slots_.push_back(seq.state_slot);
+  seq.state_slot = -1;
+}
+
 void Scheduler::remove_from_running(Sequence& seq) {
   auto it = std::find(running_.begin(), running_.end(), &seq);
   assert(it != running_.end());
   running_.erase(it);
   reserved_slots_ -= seq.slots();
+}
+
+bool Scheduler::snapshot_boundary(const Sequence& seq, int32_t blocks) const {
+  if (blocks <= 0) return false;
+  const int32_t interval = std::max(config_.snapshot_interval_blocks, 1);
+  return blocks % interval == 0 || blocks == seq.request->n_prompt / config_.block_size;
+}
+
+int32_t Scheduler::chunk_for(const Sequence& seq, int32_t computed, int32_t n) const {
+  if (!snapshots_on() || n <= 1) return n;
+  const int32_t bs = config_.block_size;
+  for (int32_t b = computed / bs + 1; b * bs < computed + n; ++b) {
+    if (snapshot_boundary(seq, b)) return b * bs - computed;
+  }
+  return n;
+}
+
+// After build: a save for every scheduled sequence whose step ends on a snapshot boundary
+// not snapshotted yet.
+void Scheduler::plan_snapshot_saves() {
+  batch_.state_saves.clear();
+  if (!snapshots_on()) return;
+  const int32_t bs = config_.block_size;
+  for (Sequence* seq : scheduled_) {
+    const int32_t end = seq->computed + seq->scheduled;
+    if (end % bs != 0 || !snapshot_boundary(*seq, end / bs)) continue;
+    prefix_cache_.extend_hashes(std::span<const int32_t>(seq->tokens.data(), size_t(end)), seq->block_hashes);
+    const uint64_t hash = seq->block_hashes[end / bs - 1];
+    if (snapshots_.contains(hash)) continue;
+    if (std::any_of(pending_snapshots_.begin(), pending_snapshots_.end(),
+                    [&](const auto& p) { return p.first == hash; })) {
+      continue;
+    }
+    const int32_t slot = snapshots_.take_slot();
+    batch_.state_saves.push_back({seq->state_slot, slot});
+    pending_snapshots_.emplace_back(hash, slot);
+  }
+}
+
+void Scheduler::drop_pending_snapshots() {
+  for (const auto& [hash, slot] : pending_snapshots_) snapshots_.give_back(slot);
+  pending_snapshots_.clear();
 }
 
 void Scheduler::build_batch() {
@@ -243,6 +327,7 @@ void Scheduler::build_batch() {
     bs.start_position = seq->computed;
     bs.block_table.assign(seq->block_table.begin(), seq->block_table.end());
     bs.mode = engine::AttentionMode::Causal;
+    bs.state_slot = seq->state_slot;
     fb.tokens.insert(fb.tokens.end(), seq->tokens.begin() + seq->computed,
                      seq->tokens.begin() + seq->computed + seq->scheduled);
     if (seq->computed + seq->scheduled < static_cast<int32_t>(seq->tokens.size())) continue;
@@ -258,12 +343,16 @@ void Scheduler::build_batch() {
     }
   }
   fb.sequences.resize(n_seq);
+  batch_.state_restores = restores_;
+  plan_snapshot_saves();
 }
 
 // --- applying a step ---------------------------------------------------------------------
 
 void Scheduler::update(StepResult& result) {
   assert(result.tokens.size() == row_owner_.size());
+  for (const auto& [hash, slot] : pending_snapshots_) snapshots_.insert(hash, slot);
+  pending_snapshots_.clear();
   for (Sequence* seq : scheduled_) {
     seq->computed += seq->scheduled;
     computed_tokens_total_ += seq->scheduled;
@@ -331,8 +420,15 @@ void Scheduler::fork_choice(Sequence& parent, int32_t choice, int32_t first_toke
   f.tokens.assign(parent.tokens.begin(), parent.tokens.begin() + r.n_prompt);
   f.tokens.push_back(first_token);
   // Share the prompt's full blocks; the partial last block is recomputed in a block of the
-  // fork's own (the parent keeps writing into its copy).
-  const int32_t shared = r.n_prompt / config_.block_size;
+  // fork's own (the parent keeps writing into its copy). Hybrid: the recurrent state cannot
+  // be rebuilt from KV, so the fork recomputes its prompt from position 0 in its own slot
+  // (admission kept one free for it).
+  const int32_t shared = hybrid() ? 0 : r.n_prompt / config_.block_size;
+  if (hybrid()) {
+    assert(!free_state_slots_.empty());
+    f.state_slot = free_state_slots_.back();
+    free_state_slots_.pop_back();
+  }
   for (int32_t i = 0; i < shared; ++i) {
     blocks_.acquire(parent.block_table[i]);
     f.block_table.push_back(parent.block_table[i]);
@@ -353,6 +449,7 @@ void Scheduler::finish_sequence(Sequence& seq) {
   if (seq.state == Sequence::State::Finished) return;
   if (seq.state == Sequence::State::Running) {
     release_blocks(seq);
+    release_state_slot(seq);
     remove_from_running(seq);
   } else {
     auto it = std::find(waiting_.begin(), waiting_.end(), &seq);
@@ -415,6 +512,7 @@ void Scheduler::cancel_all() {
 }
 
 void Scheduler::fail_step(const std::string& message) {
+  drop_pending_snapshots();
   std::vector<Request*> failed;
   for (Sequence* seq : scheduled_) {
     seq->scheduled = 0;
@@ -433,6 +531,7 @@ void Scheduler::fail_step(const std::string& message) {
 }
 
 void Scheduler::fail_all(const std::string& message) {
+  drop_pending_snapshots();
   for (Sequence* seq : scheduled_) seq->scheduled = 0;
   scheduled_.clear();
   row_owner_.clear();
@@ -459,6 +558,8 @@ SchedulerCounters Scheduler::counters() const {
   c.preemptions_total = preemptions_total_;
   c.prefix_queried_tokens_total = prefix_queried_tokens_total_;
   c.prefix_hit_tokens_total = prefix_hit_tokens_total_;
+  c.prefix_discarded_tokens_total = prefix_discarded_tokens_total_;
+  c.state_snapshots = snapshots_.size();
   c.computed_tokens_total = computed_tokens_total_;
   return c;
 }

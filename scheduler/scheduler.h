@@ -44,6 +44,7 @@
 #include "scheduler/prefix_cache.h"
 #include "scheduler/runner.h"
 #include "scheduler/sequence.h"
+#include "scheduler/state_snapshots.h"
 
 namespace spillway::scheduler {
 
@@ -54,6 +55,8 @@ struct SchedulerCounters {
   int64_t preemptions_total = 0;
   int64_t prefix_queried_tokens_total = 0;
   int64_t prefix_hit_tokens_total = 0;
+  int64_t prefix_discarded_tokens_total = 0;  // hybrid: KV hits without a state snapshot
+  int32_t state_snapshots = 0;                // hybrid: snapshots held
   int64_t computed_tokens_total = 0;  // tokens forwarded over all steps
 };
 
@@ -103,6 +106,8 @@ class Scheduler {
   SchedulerCounters counters() const;
   int32_t waiting_sequences() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t running_sequences() const { return static_cast<int32_t>(running_.size()); }
+  // Recurrent-state slots not held by a running sequence (0 for attention-only models).
+  int32_t free_state_slots() const { return static_cast<int32_t>(free_state_slots_.size()); }
 
  private:
   bool ensure_blocks(Sequence& seq, int32_t n_tokens);
@@ -116,6 +121,15 @@ class Scheduler {
   void build_batch();
   void deliver(Request& request);
   void remove_from_running(Sequence& seq);
+  bool hybrid() const { return config_.n_state_slots > 0; }
+  bool snapshots_on() const { return hybrid() && snapshots_.enabled() && prefix_cache_.enabled(); }
+  // Whether a snapshot is taken after `blocks` full blocks of seq.
+  bool snapshot_boundary(const Sequence& seq, int32_t blocks) const;
+  // n tokens of seq to schedule, cut so that a prefill chunk ends on the next snapshot boundary.
+  int32_t chunk_for(const Sequence& seq, int32_t computed, int32_t n) const;
+  void plan_snapshot_saves();
+  void drop_pending_snapshots();
+  void release_state_slot(Sequence& seq);
 
   SchedulerConfig config_;
   const engine::Tokenizer& tokenizer_;
@@ -127,6 +141,10 @@ class Scheduler {
 
   KvBlockManager blocks_;
   PrefixCache prefix_cache_;
+  std::vector<int32_t> free_state_slots_;  // hybrid models: slots no running sequence holds
+  StateSnapshotIndex snapshots_;
+  std::vector<StepBatch::StateTransfer> restores_;                  // of the step being built
+  std::vector<std::pair<uint64_t, int32_t>> pending_snapshots_;     // saved by the step: hash, slot
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // admission order: the back is the latest admitted
@@ -145,6 +163,7 @@ class Scheduler {
   int64_t preemptions_total_ = 0;
   int64_t prefix_queried_tokens_total_ = 0;
   int64_t prefix_hit_tokens_total_ = 0;
+  int64_t prefix_discarded_tokens_total_ = 0;
   int64_t computed_tokens_total_ = 0;
 };
 

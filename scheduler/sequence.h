@@ -43,6 +43,7 @@ struct Sequence {
   int32_t registered_blocks = 0;      // leading blocks already offered to the prefix cache
 
   int32_t scheduled = 0;  // tokens to compute in the step being built / executed
+  int32_t state_slot = -1;  // recurrent-state slot while running (hybrid models); else -1
 
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
   // Running slots this sequence holds (itself and the choices it will fork).

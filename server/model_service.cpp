@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
@@ -82,12 +83,19 @@ Status ModelService::load() {
   if (options_.kv_cache_bytes > 0) residency_opts.kv_reserve_bytes = static_cast<int64_t>(options_.kv_cache_bytes);
   ProgressReporter progress("reading the resident weights", "bytes",
                             ProgressReporter::interactive_for(options_.log_format));
+  // The recurrent-state memory the runner will hold (hybrid models), for the plan.
+  scheduler::SchedulerConfig state_config;
+  state_config.max_running = options_.max_running;
+  const int32_t state_slots = runtime::resolve_state_slots(state_config, cfg);
+  const int32_t state_snapshots = runtime::resolve_state_snapshots(state_config, cfg);
   auto booted = runtime::bootstrap_engine(
       *model_,
       runtime::EngineBootstrapOptions{.residency = residency_opts,
                                       .context_tokens = context,
                                       .max_batch_tokens = options_.max_batch_tokens,
                                       .threads = options_.threads,
+                                      .state_slots = state_slots,
+                                      .state_snapshots = state_snapshots,
                                       .progress = resident_weights_progress(progress)},
       memory_);
   if (!booted) return booted.error();
@@ -151,6 +159,8 @@ Status ModelService::load() {
            {{"path", model_path_}, {"architecture", cfg.architecture}, {"layers", cfg.n_layers},
             {"vocab", n_vocab_}, {"ctx_size", context}, {"kv_cache_blocks", sc.n_kv_blocks},
             {"kv_cache_bytes", static_cast<uint64_t>(sc.n_kv_blocks) * kBlockSize * token_bytes},
+            {"recurrent_state_bytes_per_sequence", static_cast<uint64_t>(engine::RecurrentState::state_bytes(cfg))},
+            {"recurrent_state_slots", state_slots}, {"recurrent_state_snapshots", state_snapshots},
             {"threads", threads}, {"chat_template", chat_prompt_->origin()},
             {"seconds", seconds_since(t0)}});
   SPILLWAY_TRY(warm_up());

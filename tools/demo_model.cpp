@@ -155,12 +155,57 @@ struct TensorSpec {
   std::string name;
   int64_t cols = 0;  // row length (GGUF shape[0])
   int64_t rows = 1;  // 1 for vectors
-  enum class Init { Normal, Ones } init = Init::Normal;
-  float std = 0.02f;
+  enum class Init { Normal, Ones, Constant } init = Init::Normal;
+  float std = 0.02f;  // Constant: the value
   bool mask_unsafe_rows = false;  // zero rows [0, kFirstTextToken)
   int64_t experts = 0;            // > 0: a 3-D expert tensor of `experts` slices of `rows` rows
   bool keep_f32 = false;          // stays F32 whatever the weight type (MoE routers)
 };
+
+// qwen35 delta-net dims of a demo model: head size, key heads, value heads.
+struct DemoDeltaNet {
+  int64_t state, key_heads, value_heads;
+  int64_t conv_dim() const { return (2 * key_heads + value_heads) * state; }
+};
+DemoDeltaNet demo_delta_net(const DemoModelOptions& o) {
+  const int64_t state = std::min<int64_t>(128, o.dim / 2);
+  const int64_t key_heads = std::max<int64_t>(1, o.dim / (2 * state));
+  return {state, key_heads, 2 * key_heads};
+}
+bool demo_attention_layer(const DemoModelOptions& o, int32_t i) {
+  return o.architecture != "qwen35" || (i + 1) % 4 == 0;
+}
+
+// blk.N of a qwen35 demo model (hybrid_block.h's tensors), dense SwiGLU FFN.
+void hybrid_layer_specs(const DemoModelOptions& o, int32_t i, std::vector<TensorSpec>& specs) {
+  using I = TensorSpec::Init;
+  const std::string p = fmt::format("blk.{}.", i);
+  const int64_t head_dim = o.dim / o.heads, q_dim = head_dim * o.heads, kv_dim = head_dim * o.kv_heads;
+  specs.push_back({p + "attn_norm.weight", o.dim, 1, I::Ones});
+  if (demo_attention_layer(o, i)) {
+    specs.push_back({p + "attn_q.weight", o.dim, 2 * q_dim});  // [q_h | gate_h] per head
+    specs.push_back({p + "attn_k.weight", o.dim, kv_dim});
+    specs.push_back({p + "attn_v.weight", o.dim, kv_dim});
+    specs.push_back({p + "attn_q_norm.weight", head_dim, 1, I::Ones});
+    specs.push_back({p + "attn_k_norm.weight", head_dim, 1, I::Ones});
+    specs.push_back({p + "attn_output.weight", q_dim, o.dim});
+  } else {
+    const DemoDeltaNet d = demo_delta_net(o);
+    specs.push_back({p + "attn_qkv.weight", o.dim, d.conv_dim()});
+    specs.push_back({p + "attn_gate.weight", o.dim, d.value_heads * d.state});
+    specs.push_back({p + "ssm_beta.weight", o.dim, d.value_heads, I::Normal, 0.02f, false, 0, true});
+    specs.push_back({p + "ssm_alpha.weight", o.dim, d.value_heads, I::Normal, 0.02f, false, 0, true});
+    specs.push_back({p + "ssm_conv1d.weight", 4, d.conv_dim(), I::Normal, 0.5f, false, 0, true});
+    specs.push_back({p + "ssm_dt.bias", d.value_heads, 1, I::Constant, -4.0f});  // softplus ~ 0.018
+    specs.push_back({p + "ssm_a", d.value_heads, 1, I::Constant, -4.0f});        // decay exp(-0.07)
+    specs.push_back({p + "ssm_norm.weight", d.state, 1, I::Ones});
+    specs.push_back({p + "ssm_out.weight", d.value_heads * d.state, o.dim});
+  }
+  specs.push_back({p + "post_attention_norm.weight", o.dim, 1, I::Ones});
+  specs.push_back({p + "ffn_gate.weight", o.dim, o.ff});
+  specs.push_back({p + "ffn_up.weight", o.dim, o.ff});
+  specs.push_back({p + "ffn_down.weight", o.ff, o.dim});
+}
 
 std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
   const int64_t head_dim = o.dim / o.heads;
@@ -168,6 +213,10 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
   std::vector<TensorSpec> specs;
   specs.push_back({"token_embd.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.15f});
   for (int32_t i = 0; i < o.layers; ++i) {
+    if (o.architecture == "qwen35") {
+      hybrid_layer_specs(o, i, specs);
+      continue;
+    }
     const std::string p = fmt::format("blk.{}.", i);
     specs.push_back({p + "attn_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
     specs.push_back({p + "attn_q.weight", o.dim, q_dim});
@@ -205,8 +254,8 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
 
 Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   if (o.architecture != "llama" && o.architecture != "qwen2" && o.architecture != "qwen3" &&
-      o.architecture != "qwen3moe") {
-    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3, qwen3moe", o.architecture)};
+      o.architecture != "qwen3moe" && o.architecture != "qwen35") {
+    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3, qwen3moe, qwen35", o.architecture)};
   }
   if (o.layers < 1 || o.dim < 64 || o.vocab < 512 || o.context < 16) {
     return Error{"need --layers >= 1, --dim >= 64, --vocab >= 512, --context >= 16"};
@@ -268,12 +317,23 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   writer.set_uint32(arch + ".feed_forward_length", o.ff);
   writer.set_uint32(arch + ".attention.head_count", o.heads);
   writer.set_uint32(arch + ".attention.head_count_kv", o.kv_heads);
-  writer.set_uint32(arch + ".rope.dimension_count", o.dim / o.heads);
+  // qwen35: partial rope over a quarter of each head (as Qwen3.5), at least 2 dims.
+  writer.set_uint32(arch + ".rope.dimension_count",
+                    arch == "qwen35" ? std::max(2, o.dim / o.heads / 4 / 2 * 2) : o.dim / o.heads);
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   if (arch == "qwen3moe") {
     writer.set_uint32(arch + ".expert_count", o.experts);
     writer.set_uint32(arch + ".expert_used_count", o.experts_used);
     writer.set_uint32(arch + ".expert_feed_forward_length", o.expert_ff);
+  }
+  if (arch == "qwen35") {
+    const DemoDeltaNet d = demo_delta_net(o);
+    writer.set_uint32(arch + ".ssm.conv_kernel", 4);
+    writer.set_uint32(arch + ".ssm.state_size", static_cast<uint32_t>(d.state));
+    writer.set_uint32(arch + ".ssm.group_count", static_cast<uint32_t>(d.key_heads));
+    writer.set_uint32(arch + ".ssm.time_step_rank", static_cast<uint32_t>(d.value_heads));
+    writer.set_uint32(arch + ".ssm.inner_size", static_cast<uint32_t>(d.value_heads * d.state));
+    writer.set_uint32(arch + ".full_attention_interval", 4);
   }
   writer.set_float32(arch + ".rope.freq_base", 10000.0f);
   writer.set_string("tokenizer.ggml.model", "llama");
@@ -308,6 +368,8 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
     for (int64_t r = 0; r < rows; ++r) {
       if (spec.init == TensorSpec::Init::Ones) {
         std::fill(values.begin(), values.end(), 1.0f);
+      } else if (spec.init == TensorSpec::Init::Constant) {
+        std::fill(values.begin(), values.end(), spec.std);
       } else {
         for (float& x : values) x = rng.normal() * spec.std;
       }

@@ -19,7 +19,7 @@
 namespace spillway::tools {
 
 struct DemoModelOptions {
-  std::string architecture = "llama";  // llama | qwen2 | qwen3 | qwen3moe
+  std::string architecture = "llama";  // llama | qwen2 | qwen3 | qwen3moe | qwen35
   int32_t layers = 4;
   int32_t dim = 256;
   int32_t ff = 0;        // 0: 8/3 * dim rounded up to a multiple of 64
@@ -39,6 +39,9 @@ struct DemoModelOptions {
   int32_t experts = 8;
   int32_t experts_used = 2;
   int32_t expert_ff = 0;
+  // qwen35 only (hybrid): every 4th layer gated attention, the others Gated DeltaNet with
+  // key/value head size min(128, dim / 2), dim / (2 * that) key heads and twice as many value
+  // heads, conv kernel 4; rope over a quarter of each attention head.
 };
 
 // Fills in the derived defaults and checks the shapes (e.g. dim multiple of heads, rows a

@@ -21,7 +21,9 @@ Generator::Generator(const Model& model, kernels::ThreadPool& pool, int32_t max_
       max_context_(max_context),
       kv_(model.config(), block_size,
           (max_context + block_size - 1) / block_size),
+      state_(model.config(), 1),
       forward_(model, kv_, pool, 512, max_context, weights) {
+  forward_.set_recurrent_state(&state_);
   block_table_.resize(kv_.n_blocks());
   for (int32_t i = 0; i < kv_.n_blocks(); ++i) block_table_[i] = i;
 }
@@ -49,6 +51,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   auto run_step = [&](std::span<const int32_t> tokens, int64_t start, bool want_logits) -> Status {
     batch.clear();
     batch.add_sequence(tokens.data(), static_cast<int32_t>(tokens.size()), start, block_table_);
+    batch.sequences.back().state_slot = 0;
     if (want_logits) batch.logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     auto out = forward_.execute(batch);
     if (!out) return out.error();

@@ -1,7 +1,8 @@
 // Single-sequence generation on top of engine::ForwardPass: what `spillway run` and `spillway bench`
 // use. (Serving many sequences goes through the scheduler instead.)
 //
-// Owns a KV cache sized for max_context tokens of one sequence. Not thread-safe: one
+// Owns a KV cache sized for max_context tokens of one sequence (and, for hybrid models, one
+// recurrent-state slot). Not thread-safe: one
 // generate() at a time.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "common/result.h"
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampling.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -52,6 +54,7 @@ class Generator {
   const engine::Model& model_;
   int32_t max_context_;
   engine::KvCache kv_;
+  engine::RecurrentState state_;  // one slot (empty for models without recurrent layers)
   engine::ForwardPass forward_;
   std::vector<int32_t> block_table_;
 };

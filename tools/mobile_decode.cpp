@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/forward/forward.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/state/kv_cache.h"
 
 namespace spillway::tools {
@@ -34,6 +35,8 @@ Result<MobileResult> mobile_generate(const engine::Model& model, kernels::Thread
   constexpr int32_t kBlock = 16;
   engine::KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, kBlock, (context + kBlock - 1) / kBlock);
   engine::ForwardPass forward(model, kv, pool, context, context);
+  engine::RecurrentState state(c, 1);  // hybrid models (qwen35moe, qwen3next): one slot
+  forward.set_recurrent_state(&state);
   std::vector<int32_t> blocks(kv.n_blocks());
   for (int32_t i = 0; i < kv.n_blocks(); ++i) blocks[i] = i;
 
@@ -42,6 +45,7 @@ Result<MobileResult> mobile_generate(const engine::Model& model, kernels::Thread
     forward.moe_ffn().set_experts_used_override(experts);
     engine::ForwardBatch batch;
     batch.add_sequence(tokens, n, pos, blocks);
+    batch.sequences[0].state_slot = 0;
     batch.logit_rows.push_back(n - 1);
     auto logits = forward.execute(batch);
     forward.moe_ffn().set_experts_used_override(0);
@@ -59,7 +63,10 @@ Result<MobileResult> mobile_generate(const engine::Model& model, kernels::Thread
     if (n + 1 == o.max_new_tokens) break;
     ASSIGN_OR_RETURN(logits, step(&r.tokens.back(), 1, pos, little));
     if (top_probability(logits) <= o.gamma) {
-      ASSIGN_OR_RETURN(logits, step(&r.tokens.back(), 1, pos, 0));  // overwrites the KV at pos
+      // The recurrent state (hybrid models) goes back to before the little step; the KV at
+      // pos is overwritten.
+      if (state.n_layers() > 0 && !state.rollback(0)) return Error{"mobile_generate: no step to roll back"};
+      ASSIGN_OR_RETURN(logits, step(&r.tokens.back(), 1, pos, 0));
       ++r.fallback_tokens;
     } else {
       ++r.little_tokens;

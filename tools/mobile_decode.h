@@ -5,8 +5,8 @@
 // with the full top-k (its KV overwritten). Prefill always uses the full k. gamma = 0 is a
 // little_k run and gamma = 1 a full-k run, bit for bit (tests/engine/test_mobile_decode.cpp).
 //
-// Attention-only MoE models (qwen3moe): recomputing a position overwrites its KV, so no
-// other state needs rolling back. Not the server path: no sampler, no streaming.
+// Recomputing a position overwrites its KV; hybrid MoE models (qwen35moe, qwen3next) also
+// roll their recurrent state back one step (engine::RecurrentState::rollback) first. Not the server path: no sampler, no streaming.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 
 namespace spillway::tools {
 
@@ -53,6 +54,8 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
   const int32_t blocks_per_seq = (context + kBlock - 1) / kBlock;
   KvCache kv(c, kBlock, blocks_per_seq * batch);
   ForwardPass forward(model, kv, pool, std::max(o.prompt_tokens, batch), context, weights);
+  RecurrentState state(c, batch);  // hybrid models: one recurrent-state slot per sequence
+  forward.set_recurrent_state(&state);
 
   ThroughputResult r;
   r.batch = batch > 1 ? batch : 0;
@@ -93,6 +96,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     for (int32_t& t : prompt) t = random_id(warm_rng);
     ForwardBatch fb;
     fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
+    fb.sequences.back().state_slot = 0;
     fb.logit_rows.push_back(o.prompt_tokens - 1);
     auto logits = step(fb);
     if (!logits) return logits.error();
@@ -106,6 +110,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
 
     ForwardBatch fb;
     fb.add_sequence(prompt.data(), o.prompt_tokens, 0, table(0));
+    fb.sequences.back().state_slot = 0;
     fb.logit_rows.push_back(o.prompt_tokens - 1);
     if (o.profile) forward.set_profile(&r.pp_profile);
     auto start = Clock::now();
@@ -114,6 +119,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     r.pp_samples.push_back(o.prompt_tokens /
                            std::chrono::duration<double>(Clock::now() - start).count());
     const std::vector<float> prefill_logits(logits->begin(), logits->end());
+    const RecurrentState::Snapshot after_prompt = state.snapshot(0);
 
     int32_t next = argmax(prefill_logits);
     if (o.profile) forward.set_profile(&r.tg_profile);
@@ -121,6 +127,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
     for (int32_t i = 0; i < o.gen_tokens; ++i) {
       fb.clear();
       fb.add_sequence(&next, 1, o.prompt_tokens + i, table(0));
+      fb.sequences.back().state_slot = 0;
       fb.logit_rows.push_back(0);
       logits = step(fb);
       if (!logits) return logits.error();
@@ -142,6 +149,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
         if (s > 0) {
           for (int32_t b = 0; b < prompt_blocks; ++b) kv.copy_block(source[b], dest[b]);
         }
+        state.restore(s, after_prompt);
         tokens[s] = (first + s) % c.n_vocab;
       }
       if (o.profile) forward.set_profile(&r.batch_profile);
@@ -150,6 +158,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
         fb.clear();
         for (int32_t s = 0; s < batch; ++s) {
           fb.add_sequence(&tokens[s], 1, o.prompt_tokens + i, table(s));
+          fb.sequences.back().state_slot = s;
           fb.logit_rows.push_back(s);
         }
         logits = step(fb);

@@ -13,6 +13,7 @@ AttentionMixer::AttentionMixer(const ModelConfig& config, KvCache& kv, kernels::
     max_q_dim_ = std::max(max_q_dim_, s.q_dim());
     max_kv_dim_ = std::max(max_kv_dim_, s.kv_dim());
     max_group_ = std::max(max_group_, s.n_heads / s.n_kv_heads);
+    if (s.attention_gate) max_gated_q_dim_ = std::max(max_gated_q_dim_, s.q_dim());
   }
 }
 
@@ -31,6 +32,10 @@ void AttentionMixer::ensure_capacity(int32_t n_tokens, int64_t max_keys) {
     k_.resize(t * max_kv_dim_);
     v_.resize(t * max_kv_dim_);
     attn_.resize(t * max_q_dim_);
+    if (max_gated_q_dim_ > 0) {
+      qg_.resize(t * 2 * max_gated_q_dim_);
+      gate_.resize(t * max_gated_q_dim_);
+    }
     chunks_.reserve(t);
   }
   if (max_keys > key_capacity_) {
@@ -60,7 +65,7 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
   NormRows attn_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
   timed(ctx.profile, P::Qkv, [&] {
     const kernels::WeightMatrix* ws[] = {&w.wq, &w.wk, &w.wv};
-    float* ys[] = {q_.data, k_.data, v_.data};
+    float* ys[] = {spec.attention_gate ? qg_.data : q_.data, k_.data, v_.data};
     kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &attn_norm});
   });
 
@@ -70,6 +75,14 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
         float* q = q_.data + t * q_dim;
         float* k = k_.data + t * kv_dim;
         float* v = v_.data + t * kv_dim;
+        if (spec.attention_gate) {  // [q_h | gate_h] per head -> q, gate
+          const float* qg = qg_.data + t * 2 * q_dim;
+          float* gate = gate_.data + t * q_dim;
+          for (int32_t h = 0; h < spec.n_heads; ++h) {
+            std::copy(qg + 2 * h * hd, qg + 2 * h * hd + hd, q + h * hd);
+            std::copy(qg + 2 * h * hd + hd, qg + 2 * (h + 1) * hd, gate + h * hd);
+          }
+        }
         if (w.bq) kernels::add_inplace(q, w.bq, q_dim);
         if (w.bk) kernels::add_inplace(k, w.bk, kv_dim);
         if (w.bv) kernels::add_inplace(v, w.bv, kv_dim);
@@ -90,7 +103,27 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
   });
 
   timed(ctx.profile, P::Attention, [&] { attend(ctx, spec); });
-  timed(ctx.profile, P::Wo, [&] { ctx.matmul(w.wo, attn_.data, n_tokens, out); });
+  if (!spec.attention_gate) {
+    timed(ctx.profile, P::Wo, [&] { ctx.matmul(w.wo, attn_.data, n_tokens, out); });
+    return;
+  }
+  // attn *= sigmoid(gate), as the output projection's row prologue.
+  struct GateRows {
+    float* attn;
+    const float* gate;
+    int32_t q_dim;
+  } gr{attn_.data, gate_.data, q_dim};
+  auto gate_row = [](void* c, int64_t t) {
+    const auto* g = static_cast<const GateRows*>(c);
+    float* a = g->attn + t * g->q_dim;
+    const float* gate = g->gate + t * g->q_dim;
+    for (int32_t i = 0; i < g->q_dim; ++i) a[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  };
+  timed(ctx.profile, P::Wo, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.wo};
+    float* ys[] = {out};
+    kernels::matmul_multi(ws, attn_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {gate_row, &gr});
+  });
 }
 
 void AttentionMixer::attend(const StepContext& ctx, const LayerSpec& spec) {

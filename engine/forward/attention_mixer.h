@@ -1,6 +1,8 @@
 // The attention mixer: RMSNorm -> Q/K/V (optional bias, optional per-head QK RMSNorm) ->
 // rope -> K/V written into the paged cache -> attention per sequence over each query's key
 // range (StepContext::token_key_count: causal, or a whole canvas) -> output projection.
+// Gated layers (LayerSpec::attention_gate): the Q projection is [q_h | gate_h] per head and
+// the attention output is multiplied by sigmoid(gate) in the output projection's prologue.
 //
 // Thread contract: engine thread (inside ForwardPass::execute); kernels fan out on the pool.
 // Workspaces only grow (ensure_capacity), never inside a step of a size seen before.
@@ -36,6 +38,7 @@ class AttentionMixer {
   KvCache& kv_;
   kernels::ThreadPool& pool_;
   int32_t max_q_dim_ = 0, max_kv_dim_ = 0, max_group_ = 1;  // over the attention layers
+  int32_t max_gated_q_dim_ = 0;  // over the gated attention layers (LayerSpec::attention_gate)
   int32_t token_capacity_ = 0;
   int64_t key_capacity_ = 0;
   // Up to kernels::kAttentionMaxTokens consecutive tokens of one sequence; a task is one
@@ -48,6 +51,7 @@ class AttentionMixer {
   int64_t token_keys_ = 0;  // sum over tokens of the keys they attend (for the serial cutoff)
   AlignedBuffer h_, q_, k_, v_, attn_;  // [tokens, n_embd | q_dim | kv_dim | kv_dim | q_dim]
   AlignedBuffer scratch_;              // [threads, scratch_stride()]
+  AlignedBuffer qg_, gate_;            // gated layers: [tokens, 2 q_dim | q_dim]
 };
 
 }  // namespace spillway::engine

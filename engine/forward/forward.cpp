@@ -52,6 +52,7 @@ ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& p
       weights_(weights ? weights : &mapped_weights_),
       pool_(pool),
       attention_(model.config(), kv, pool),
+      delta_net_(model.config()),
       dense_ffn_(model.config()),
       moe_ffn_(model.config()) {
   ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
@@ -59,6 +60,7 @@ ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& p
 
 void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_keys) {
   attention_.ensure_capacity(n_tokens, max_keys);
+  delta_net_.ensure_capacity(n_tokens);
   dense_ffn_.ensure_capacity(n_tokens);
   moe_ffn_.ensure_capacity(n_tokens);
   if (n_tokens > token_capacity_) {
@@ -115,6 +117,7 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
                         .matmul_scratch = matmul_scratch_,
                         .profile = profile_};
   attention_.plan_step(ctx);
+  if (Status s = delta_net_.plan_step(ctx); !s) return s.error();
 
   timed(profile_, ForwardProfile::Embed, [&] {
     const kernels::WeightMatrix& embd = weights_->token_embedding();
@@ -156,6 +159,8 @@ Status ForwardPass::run_layer(const StepContext& ctx, int32_t layer, const Block
     using T = std::decay_t<decltype(mixer)>;
     if constexpr (std::is_same_v<T, AttentionWeights>) {
       attention_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
+    } else if constexpr (std::is_same_v<T, DeltaNetWeights>) {
+      delta_net_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
     }
   }, w.mixer);
   timed(profile_, ForwardProfile::Residual, [&] { kernels::add_inplace(x_.data, h_.data, elements); });

@@ -27,12 +27,14 @@
 #include "common/result.h"
 #include "engine/forward/attention_mixer.h"
 #include "engine/forward/batch.h"
+#include "engine/forward/delta_net_mixer.h"
 #include "engine/forward/dense_ffn.h"
 #include "engine/forward/moe_ffn.h"
 #include "engine/forward/profile.h"
 #include "engine/model/model.h"
 #include "engine/residency/layer_weight_source.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::engine {
@@ -50,6 +52,9 @@ class ForwardPass {
   Result<std::span<const float>> execute(const ForwardBatch& batch);
 
   const Model& model() const { return model_; }
+  // The recurrent-state pool BatchSequence::state_slot indexes (models with gated delta net
+  // layers need one; execute returns an Error without it). Must outlive its use.
+  void set_recurrent_state(RecurrentState* state) { delta_net_.set_state(state); }
   // The MoE FFN (routing of the last step, experts-used override for MoBiLE's little pass).
   MoeFfn& moe_ffn() { return moe_ffn_; }
   // Accumulates wall time per part into *profile (null: stop). Engine thread only.
@@ -67,6 +72,7 @@ class ForwardPass {
   LayerWeightSource* weights_;
   kernels::ThreadPool& pool_;
   AttentionMixer attention_;
+  DeltaNetMixer delta_net_;
   DenseFfn dense_ffn_;
   MoeFfn moe_ffn_;
 

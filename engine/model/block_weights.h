@@ -52,6 +52,33 @@ struct ExpertWeights {
   }
 };
 
+// A gated delta net mixer (LayerSpec::ssm_*; C = ssm_conv_dim, V = ssm_value_dim, nv value heads).
+struct DeltaNetWeights {
+  kernels::WeightMatrix w_qkv;    // [C rows, n_embd]: q (nk*dk) | k (nk*dk) | v (nv*dv)
+  kernels::WeightMatrix w_gate;   // [V rows, n_embd]: z, the output gate
+  // beta / alpha either as two matrices [nv rows, n_embd] (qwen35*), or fused (qwen3next):
+  // w_ba [2 nv rows, n_embd], per key head g the rows [beta of its r value heads | alpha of them].
+  bool fused_ba = false;
+  kernels::WeightMatrix w_beta, w_alpha;
+  kernels::WeightMatrix w_ba;
+  const float* conv = nullptr;     // [C][K] causal depthwise conv, tap K-1 = the current token
+  const float* dt_bias = nullptr;  // [nv]
+  const float* a = nullptr;        // [nv] -exp(A_log) (< 0)
+  const float* norm = nullptr;     // [dv] RMSNorm weight of each head's output (no +1 folded)
+  kernels::WeightMatrix w_out;     // [n_embd rows, V]
+
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    fn(w_qkv), fn(w_gate);
+    if (fused_ba) {
+      fn(w_ba);
+    } else {
+      fn(w_beta), fn(w_alpha);
+    }
+    fn(w_out);
+  }
+};
+
 // A mixture-of-experts FFN (forward/moe_ffn.h; bound by model/arch/moe_block.h).
 // Routed expert e is the contiguous slice e of the file's 3-D tensors ffn_{gate,up,down}_exps
 // (or of the fused ffn_gate_up_exps: gate = its first n_ff_expert rows, up = the next ones),
@@ -86,8 +113,8 @@ struct MoeFfnWeights {
   }
 };
 
-// Each variant gains an alternative with its kind (DeltaNetWeights, ...).
-using MixerWeights = std::variant<AttentionWeights>;
+// Each variant gains an alternative with its kind.
+using MixerWeights = std::variant<AttentionWeights, DeltaNetWeights>;
 using FfnWeights = std::variant<DenseFfnWeights, MoeFfnWeights>;
 
 struct BlockWeights {

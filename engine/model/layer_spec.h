@@ -18,6 +18,12 @@ enum class AttentionKind : uint8_t {
   Bidirectional,  // inside a diffusion canvas every position sees the whole canvas
 };
 
+// Which key head a gated delta net's value head h reads (nk key heads, nv value heads).
+enum class DeltaNetHeadMap : uint8_t {
+  Tiled,    // h % nk (qwen35, qwen35moe: the converter stores value heads tiled)
+  Grouped,  // h / (nv / nk) (qwen3next)
+};
+
 enum class FfnKind : uint8_t {
   Dense,  // SwiGLU MLP (forward/dense_ffn.h)
   Moe,    // routed experts (+ shared expert)
@@ -36,6 +42,21 @@ struct LayerSpec {
   // -1 for other mixers.
   int32_t attention_ordinal = -1;
 
+  // Gated attention (qwen35, qwen3next): the Q projection gives [q_h | gate_h] per head and
+  // the attention output is multiplied by sigmoid(gate) before the output projection.
+  bool attention_gate = false;
+
+  // Gated delta net dims (GatedDeltaNet mixers): key/value head size (dk = dv), key heads,
+  // value heads (a multiple of the key heads), causal conv kernel width, head map.
+  int32_t ssm_state = 0;
+  int32_t ssm_key_heads = 0;
+  int32_t ssm_value_heads = 0;
+  int32_t ssm_conv_kernel = 0;
+  DeltaNetHeadMap ssm_head_map = DeltaNetHeadMap::Tiled;
+  // Index of this layer among the model's delta-net layers (its place in a recurrent-state
+  // slot); -1 for other mixers.
+  int32_t recurrent_ordinal = -1;
+
   int32_t n_ff = 0;  // dense FFN hidden size
 
   // MoE FFN (FfnKind::Moe; forward/moe_ffn.h): n_expert routed experts of hidden size
@@ -53,6 +74,14 @@ struct LayerSpec {
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Delta net: channels of the conv (q | k | v) and the width of v / z / the output.
+  int32_t ssm_conv_dim() const { return 2 * ssm_key_heads * ssm_state + ssm_value_heads * ssm_state; }
+  int32_t ssm_value_dim() const { return ssm_value_heads * ssm_state; }
+  // The key head value head h reads.
+  int32_t ssm_key_head(int32_t h) const {
+    return ssm_head_map == DeltaNetHeadMap::Tiled ? h % ssm_key_heads
+                                                  : h / (ssm_value_heads / ssm_key_heads);
+  }
 };
 
 }  // namespace spillway::engine

@@ -7,6 +7,7 @@
 
 #include "engine/platform/direct_reader.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 
 namespace spillway::engine {
 
@@ -25,7 +26,9 @@ int64_t runtime_reserve_bytes(const ModelConfig& c, const ResidencyDemand& d) {
   const int64_t attention = static_cast<int64_t>(d.threads) * (d.context_tokens + 16);
   // Activations quantized to int8 blocks for quantized matmuls: ~1 byte per element.
   const int64_t matmul_scratch = t * std::max<int64_t>(c.n_ff, c.n_embd) * 2;
-  return (t * per_token + logits + attention) * 4 + matmul_scratch + kAllocatorSlackBytes;
+  const int64_t recurrent_state = RecurrentState::slot_bytes(c) * std::max<int32_t>(d.state_slots, 0) +
+                                  RecurrentState::state_bytes(c) * std::max<int32_t>(d.state_snapshots, 0);
+  return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + kAllocatorSlackBytes;
 }
 
 Result<double> measure_disk_read_bandwidth(const std::string& path, uint64_t bytes) {

@@ -22,6 +22,10 @@ struct ResidencyDemand {
   int32_t context_tokens = 0;      // the largest context a sequence may use
   int32_t max_batch_tokens = 512;  // tokens of one forward step (sizes the workspaces)
   int32_t threads = 1;
+  // Recurrent-state slots the runner will hold (hybrid models: one per running sequence);
+  // each costs RecurrentState::slot_bytes, reserved like the runtime's workspaces.
+  int32_t state_slots = 1;
+  int32_t state_snapshots = 0;  // prefix-cache snapshots of one state each
 };
 
 struct ResidencySetup {

@@ -72,6 +72,20 @@ struct ServerMetrics::Impl {
       .Name("spillway_prefix_cache_hit_tokens_total")
       .Help("Prompt tokens served from the prefix cache")
       .Register(*registry).Add({});
+  Counter& prefix_discarded = prometheus::BuildCounter()
+      .Name("spillway_prefix_cache_discarded_tokens_total")
+      .Help("Hybrid models: KV-cached prompt tokens recomputed because no recurrent-state snapshot covered them")
+      .Register(*registry).Add({});
+  Family<Gauge>& state_slots = prometheus::BuildGauge()
+      .Name("spillway_recurrent_state_slots")
+      .Help("Hybrid models: recurrent-state slots by state: used (running sequences), free")
+      .Register(*registry);
+  Gauge& state_used = state_slots.Add({{"state", "used"}});
+  Gauge& state_free = state_slots.Add({{"state", "free"}});
+  Gauge& state_snapshots = prometheus::BuildGauge()
+      .Name("spillway_recurrent_state_snapshots")
+      .Help("Hybrid models: recurrent-state snapshots held by the prefix cache")
+      .Register(*registry).Add({});
   Counter& preemptions = prometheus::BuildCounter()
       .Name("spillway_preemptions_total")
       .Help("Sequences preempted for lack of KV blocks")
@@ -330,6 +344,10 @@ void ServerMetrics::on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens)
   if (hit_tokens > 0) impl_->prefix_hit.Increment(hit_tokens);
 }
 
+void ServerMetrics::on_prefix_discarded(int32_t tokens) {
+  if (tokens > 0) impl_->prefix_discarded.Increment(tokens);
+}
+
 std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& snapshot,
                                   bool with_vllm_aliases) {
   std::lock_guard lock(impl_->mu);
@@ -344,6 +362,9 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     impl_->kv_cached.Set(s.kv_blocks_cached);
     impl_->kv_free.Set(std::max(0, s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_cached));
     impl_->step_plans.Set(s.live_step_plans);
+    impl_->state_used.Set(s.state_slots_used);
+    impl_->state_free.Set(s.state_slots_total - s.state_slots_used);
+    impl_->state_snapshots.Set(s.state_snapshots);
     impl_->vllm_running.Set(s.running);
     impl_->vllm_waiting.Set(s.waiting);
     impl_->vllm_kv_usage.Set(usage);

@@ -61,6 +61,7 @@ class ServerMetrics final : public scheduler::MetricsObserver {
 
   void on_step(const scheduler::StepStats& stats) override;
   void on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) override;
+  void on_prefix_discarded(int32_t tokens) override;
 
   // The exposition. snapshot: the engine's state, or nullopt while loading. with_vllm_aliases:
   // false for `promtool check metrics`.

@@ -21,6 +21,7 @@
 #include "engine/forward/batch.h"
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
+#include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
 #include "kernels/thread_pool.h"
 
@@ -92,10 +93,13 @@ void check_parity(const std::string& arch, const char* skip_reason) {
     KvCache kv(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, 16, (n + 15) / 16,
                kernels::DType::F32);
     ForwardPass forward(**model, kv, pool, n, n);
+    RecurrentState state(cfg, 1);  // hybrid models' delta-net layers (empty otherwise)
+    forward.set_recurrent_state(&state);
     std::vector<int32_t> blocks(kv.n_blocks());
     for (int32_t i = 0; i < kv.n_blocks(); ++i) blocks[i] = i;
     ForwardBatch batch;
     batch.add_sequence(c.tokens.data(), n, 0, blocks);
+    batch.sequences[0].state_slot = 0;
     if (ref.bidirectional && !set_bidirectional<AttentionMode>(batch.sequences[0])) {
       GTEST_SKIP() << "no bidirectional canvas forward yet (issue #17)";
     }

@@ -9,6 +9,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 #include "tools/mobile_decode.h"
 
@@ -38,6 +39,8 @@ std::vector<std::vector<float>> plain_run(const engine::Model& model, const std:
   const engine::ModelConfig& c = model.config();
   engine::KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 4);
   engine::ForwardPass forward(model, kv, pool, 64, 64);
+  engine::RecurrentState state(c, 1);  // hybrid models
+  forward.set_recurrent_state(&state);
   std::vector<std::vector<float>> out;
   std::vector<int32_t> tokens = prompt;
   size_t fed = 0;
@@ -46,6 +49,7 @@ std::vector<std::vector<float>> plain_run(const engine::Model& model, const std:
     engine::ForwardBatch batch;
     const auto count = static_cast<int32_t>(tokens.size() - fed);
     batch.add_sequence(tokens.data() + fed, count, static_cast<int64_t>(fed), {0, 1, 2, 3});
+    batch.sequences[0].state_slot = 0;
     batch.logit_rows.push_back(count - 1);
     auto logits = forward.execute(batch);
     EXPECT_TRUE(logits.ok());
@@ -85,6 +89,27 @@ TEST(MobileDecode, GammaZeroIsTheLittleRunAndGammaOneTheFullRun) {
   auto mixed = mobile_generate(*model, pool, prompt, o);
   ASSERT_TRUE(mixed.ok()) << mixed.error().message;
   EXPECT_EQ(mixed->little_tokens + mixed->fallback_tokens, static_cast<int32_t>(mixed->tokens.size()) - 1);
+}
+
+// A hybrid MoE model (Gated DeltaNet layers): a fallback must also roll the recurrent state
+// back one step, or gamma = 1 would not be the full-k run.
+TEST(MobileDecode, HybridFallbackRollsTheRecurrentStateBack) {
+  auto model = engine::Model::open(std::string(SPILLWAY_TESTDATA) + "/models/qwen35moe-tiny-peaked-q8_0.gguf");
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  kernels::ThreadPool pool(2);
+  const std::vector<int32_t> prompt = {7454, 2402, 257, 640};  // "Once upon a time"
+  const int32_t n_new = 10;
+  MobileOptions o;
+  o.max_new_tokens = n_new;
+  o.gamma = 1.0;
+  auto full = mobile_generate(**model, pool, prompt, o);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  EXPECT_EQ(full->fallback_tokens, n_new - 1);
+  EXPECT_TRUE(same_bits(full->logits, plain_run(**model, prompt, 0, n_new)));
+  o.gamma = 0.0;
+  auto little = mobile_generate(**model, pool, prompt, o);
+  ASSERT_TRUE(little.ok()) << little.error().message;
+  EXPECT_TRUE(same_bits(little->logits, plain_run(**model, prompt, 1, n_new)));
 }
 
 }  // namespace

@@ -150,9 +150,20 @@ class FakeRunner final : public ModelRunner {
     seen.n_rows = static_cast<int32_t>(fb.logit_rows.size());
     plans_.record(seen.n_tokens);
     std::vector<int32_t> token_sequence(fb.tokens.size(), -1);
+    for (const StepBatch::StateTransfer& r : batch.state_restores) {
+      if (slot_tokens_.size() < size_t(n_state_slots)) slot_tokens_.resize(n_state_slots);
+      auto it = snapshots_.find(r.snapshot);
+      if (it == snapshots_.end() || r.state_slot < 0 || r.state_slot >= n_state_slots) {
+        ++state_errors;
+        continue;
+      }
+      slot_tokens_[r.state_slot] = it->second;
+      ++restores;
+    }
     for (size_t s = 0; s < fb.sequences.size(); ++s) {
       const engine::BatchSequence& seq = fb.sequences[s];
       SeenSequence ss{seq.start_position, seq.n_tokens, {}, seq.block_table};
+      if (n_state_slots > 0) check_state_slot(fb, s);
       for (int32_t i = 0; i < seq.n_tokens; ++i) {
         const int64_t pos = seq.start_position + i;
         const int32_t token = fb.tokens[seq.first_token + i];
@@ -182,6 +193,14 @@ class FakeRunner final : public ModelRunner {
       result.tokens[r] = row.sampler->sample(logits, FakeTokenizer::kVocab, row.history,
                                              static_cast<size_t>(row.n_prompt), row.banned);
     }
+    for (const StepBatch::StateTransfer& s : batch.state_saves) {
+      if (s.state_slot < 0 || s.state_slot >= n_state_slots) {
+        ++state_errors;
+        continue;
+      }
+      snapshots_[s.snapshot] = slot_tokens_[s.state_slot];
+      ++saves;
+    }
     total_tokens += seen.n_tokens;
     steps.push_back(std::move(seen));
     return Status::Ok();
@@ -193,6 +212,38 @@ class FakeRunner final : public ModelRunner {
   int32_t live_step_plans() const override { return plans_.live(); }
 
   void fail_next_step() { fail_next_ = true; }
+
+  // Recurrent-state slots, as a hybrid model's runner has them (0: none). Each slot records
+  // the tokens fed through it since its sequence's position 0: a sequence must arrive with
+  // its slot holding exactly its first start_position tokens, and no two sequences of a step
+  // may share a slot; violations are counted in state_errors.
+  int32_t n_state_slots = 0;
+  int32_t state_errors = 0;
+  void check_state_slot(const engine::ForwardBatch& fb, size_t s) {
+    const engine::BatchSequence& seq = fb.sequences[s];
+    if (slot_tokens_.size() < size_t(n_state_slots)) slot_tokens_.resize(n_state_slots);
+    if (seq.state_slot < 0 || seq.state_slot >= n_state_slots) {
+      ++state_errors;
+      return;
+    }
+    for (size_t o = 0; o < s; ++o) state_errors += fb.sequences[o].state_slot == seq.state_slot ? 1 : 0;
+    std::vector<int32_t>& fed = slot_tokens_[seq.state_slot];
+    if (seq.start_position == 0) fed.clear();
+    if (static_cast<int64_t>(fed.size()) != seq.start_position) ++state_errors;
+    fed.resize(seq.start_position);
+    // The state must be the state of the sequence's own prefix: the tokens in its KV.
+    for (int64_t p = 0; p < seq.start_position; ++p) {
+      const size_t c = cell(seq.block_table, p);
+      if (cell_position_[c] != p || cell_token_[c] != fed[p]) {
+        ++state_errors;
+        break;
+      }
+    }
+    fed.insert(fed.end(), fb.tokens.begin() + seq.first_token, fb.tokens.begin() + seq.first_token + seq.n_tokens);
+  }
+  std::vector<std::vector<int32_t>> slot_tokens_;
+  std::map<int32_t, std::vector<int32_t>> snapshots_;  // snapshot slot -> the tokens of its state
+  int32_t restores = 0, saves = 0;
   // How many times the token at each position was computed (over all sequences).
   const std::map<int64_t, int32_t>& computed_at() const { return computed_at_; }
 

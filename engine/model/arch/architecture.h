@@ -36,5 +36,8 @@ const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
 const Architecture& qwen3moe_architecture();
+const Architecture& qwen35_architecture();
+const Architecture& qwen35moe_architecture();
+const Architecture& qwen3next_architecture();
 
 }  // namespace spillway::engine

@@ -7,12 +7,15 @@ namespace spillway::engine {
 
 namespace {
 
-const std::array<const Architecture*, 4>& registry() {
-  static const std::array<const Architecture*, 4> all = {
+const std::array<const Architecture*, 7>& registry() {
+  static const std::array<const Architecture*, 7> all = {
       &llama_architecture(),
       &qwen2_architecture(),
       &qwen3_architecture(),
       &qwen3moe_architecture(),
+      &qwen35_architecture(),
+      &qwen35moe_architecture(),
+      &qwen3next_architecture(),
   };
   return all;
 }

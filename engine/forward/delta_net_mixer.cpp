@@ -1,0 +1,213 @@
+#include "engine/forward/delta_net_mixer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace spillway::engine {
+
+namespace {
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// As ggml's softplus.
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// x / max(||x||, eps), the sum of squares in double (ggml_l2_norm).
+void l2_normalise(float* x, int32_t n, float eps) {
+  double sum = 0;
+  for (int32_t i = 0; i < n; ++i) sum += double(x[i]) * x[i];
+  const float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+  for (int32_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+}  // namespace
+
+DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
+  for (const LayerSpec& s : config.layers) {
+    if (s.mixer != MixerKind::GatedDeltaNet) continue;
+    max_conv_dim_ = std::max(max_conv_dim_, s.ssm_conv_dim());
+    max_value_dim_ = std::max(max_value_dim_, s.ssm_value_dim());
+    max_value_heads_ = std::max(max_value_heads_, s.ssm_value_heads);
+  }
+}
+
+void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
+  if (!active() || n_tokens <= token_capacity_) return;
+  token_capacity_ = n_tokens;
+  const size_t t = n_tokens;
+  h_.resize(t * cfg_.n_embd);
+  qkv_.resize(t * max_conv_dim_);
+  conv_.resize(t * max_conv_dim_);
+  z_.resize(t * max_value_dim_);
+  ba_.resize(t * 2 * max_value_heads_);
+  alpha_.resize(t * max_value_heads_);
+  g_.resize(t * max_value_heads_);
+  beta_.resize(t * max_value_heads_);
+  o_.resize(t * max_value_dim_);
+}
+
+Status DeltaNetMixer::plan_step(const StepContext& ctx) {
+  if (!active()) return {};
+  if (!state_) return Error{"the model has gated delta net layers but the forward has no recurrent-state pool"};
+  std::vector<uint8_t> seen(state_->n_slots(), 0);
+  for (const BatchSequence& seq : ctx.batch.sequences) {
+    if (seq.state_slot < 0 || seq.state_slot >= state_->n_slots()) {
+      return Error{fmt::format("sequence at position {} has recurrent-state slot {} (the pool has {})",
+                               seq.start_position, seq.state_slot, state_->n_slots())};
+    }
+    if (seen[seq.state_slot]++) {
+      return Error{fmt::format("two sequences of one batch share recurrent-state slot {}", seq.state_slot)};
+    }
+  }
+  for (const BatchSequence& seq : ctx.batch.sequences) {
+    if (seq.n_tokens > 0) state_->begin_step(seq.state_slot);
+  }
+  return {};
+}
+
+void DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w, const float* norm,
+                        const float* x, float* out) {
+  using P = ForwardProfile;
+  const int32_t n_tokens = ctx.n_tokens;
+  NormRows in_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
+  timed(ctx.profile, P::Qkv, [&] {
+    if (w.fused_ba) {
+      const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_ba};
+      float* ys[] = {qkv_.data, z_.data, ba_.data};
+      kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &in_norm});
+    } else {
+      const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_beta, &w.w_alpha};
+      float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
+      kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &in_norm});
+    }
+  });
+  timed(ctx.profile, P::Attention, [&] {
+    conv(ctx, spec, w);
+    gates(ctx, spec, w);
+    recurrence(ctx, spec);
+  });
+
+  // Per head: RMSNorm(o) * ssm_norm * silu(z), as the output projection's row prologue.
+  struct GatedNorm {
+    float* o;
+    const float* z;
+    const float* norm;
+    int32_t heads, dv;
+    float eps;
+  } gn{o_.data, z_.data, w.norm, spec.ssm_value_heads, spec.ssm_state, cfg_.rms_eps};
+  auto gated_norm_row = [](void* c, int64_t t) {
+    const auto* g = static_cast<const GatedNorm*>(c);
+    const int64_t width = int64_t{g->heads} * g->dv;
+    for (int32_t h = 0; h < g->heads; ++h) {
+      float* o = g->o + t * width + int64_t{h} * g->dv;
+      kernels::rms_norm(o, g->norm, o, g->dv, g->eps);
+      kernels::silu_mul(g->z + t * width + int64_t{h} * g->dv, o, o, g->dv);  // o *= silu(z)
+    }
+  };
+  timed(ctx.profile, P::Wo, [&] {
+    const kernels::WeightMatrix* ws[] = {&w.w_out};
+    float* ys[] = {out};
+    kernels::matmul_multi(ws, o_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {gated_norm_row, &gn});
+  });
+}
+
+// conv_[t][ch] = silu(sum_k w[ch][k] * x_{t-K+1+k}[ch]) over the window [conv state | qkv rows
+// of this step]; the output state = the last K - 1 raw rows of that window.
+void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w) {
+  const int32_t C = spec.ssm_conv_dim(), K = spec.ssm_conv_kernel, ord = spec.recurrent_ordinal;
+  for (const BatchSequence& seq : ctx.batch.sequences) {
+    if (seq.n_tokens == 0) continue;
+    const float* state_in = seq.start_position == 0 ? nullptr : state_->step_input(seq.state_slot, ord);
+    float* state_out = state_->step_output(seq.state_slot, ord);
+    const int32_t n = seq.n_tokens;
+    const float* rows = qkv_.data + size_t(seq.first_token) * C;
+    float* conv_out = conv_.data + size_t(seq.first_token) * C;
+    parallel_for(ctx.pool, C, int64_t{n} * K, [&](int64_t begin, int64_t end) {
+      // Window position j (0 .. K-2 + n): j < K-1 the state row j, else step row j - (K-1).
+      auto at = [&](int32_t j, int64_t ch) -> float {
+        if (j >= K - 1) return rows[size_t(j - (K - 1)) * C + ch];
+        return state_in ? state_in[size_t(j) * C + ch] : 0.0f;
+      };
+      for (int64_t ch = begin; ch < end; ++ch) {
+        const float* wc = w.conv + ch * K;
+        for (int32_t t = 0; t < n; ++t) {
+          float sum = 0.0f;
+          for (int32_t k = 0; k < K; ++k) sum += wc[k] * at(t + k, ch);
+          conv_out[size_t(t) * C + ch] = silu(sum);
+        }
+        for (int32_t j = 0; j < K - 1; ++j) state_out[size_t(j) * C + ch] = at(n + j, ch);
+      }
+    });
+  }
+}
+
+// L2-normalised q and k heads (in conv_), beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a.
+void DeltaNetMixer::gates(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w) {
+  const int32_t C = spec.ssm_conv_dim(), S = spec.ssm_state, nk = spec.ssm_key_heads, nv = spec.ssm_value_heads;
+  const int32_t r = nv / nk;
+  parallel_for(ctx.pool, ctx.n_tokens, C, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = conv_.data + t * C;
+      for (int32_t h = 0; h < 2 * nk; ++h) l2_normalise(row + int64_t{h} * S, S, cfg_.rms_eps);
+      for (int32_t h = 0; h < nv; ++h) {
+        float b, a;
+        if (w.fused_ba) {  // per key head g: [beta of its r value heads | alpha of them]
+          const float* ba = ba_.data + t * 2 * nv + int64_t{h / r} * 2 * r;
+          b = ba[h % r];
+          a = ba[r + h % r];
+        } else {
+          b = ba_.data[t * nv + h];
+          a = alpha_.data[t * nv + h];
+        }
+        beta_.data[t * nv + h] = sigmoid(b);
+        g_.data[t * nv + h] = softplus(a + w.dt_bias[h]) * w.a[h];
+      }
+    }
+  });
+}
+
+void DeltaNetMixer::recurrence(const StepContext& ctx, const LayerSpec& spec) {
+  const int32_t C = spec.ssm_conv_dim(), S = spec.ssm_state, nk = spec.ssm_key_heads, nv = spec.ssm_value_heads;
+  const int32_t V = spec.ssm_value_dim(), ord = spec.recurrent_ordinal;
+  const int64_t conv_floats = state_->conv_floats(ord);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+  const int64_t n_seq = static_cast<int64_t>(ctx.batch.sequences.size());
+  // A task's cost in state values per token: the pool is woken only for real-size heads
+  // (tiny test models run inline; a wake-up costs more than their whole recurrence).
+  const int64_t head_work = int64_t{S} * S;
+  parallel_for(ctx.pool, n_seq * nv, head_work * std::max<int64_t>(1, ctx.n_tokens / std::max<int64_t>(1, n_seq)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const BatchSequence& seq = ctx.batch.sequences[task / nv];
+      const int32_t h = static_cast<int32_t>(task % nv);
+      if (seq.n_tokens == 0) continue;
+      const int32_t kh = spec.ssm_key_head(h);
+      const float* row = conv_.data + size_t(seq.first_token) * C;
+      kernels::GatedDeltaNetArgs a;
+      a.state_in = seq.start_position == 0
+                       ? nullptr
+                       : state_->step_input(seq.state_slot, ord) + conv_floats + int64_t{h} * S * S;
+      a.state_out = state_->step_output(seq.state_slot, ord) + conv_floats + int64_t{h} * S * S;
+      a.dk = S;
+      a.dv = S;
+      a.n_tokens = seq.n_tokens;
+      a.q = row + int64_t{kh} * S;
+      a.k = row + int64_t{nk} * S + int64_t{kh} * S;
+      a.qk_stride = C;
+      a.v = row + int64_t{2 * nk} * S + int64_t{h} * S;
+      a.v_stride = C;
+      a.g = g_.data + size_t(seq.first_token) * nv + h;
+      a.beta = beta_.data + size_t(seq.first_token) * nv + h;
+      a.gb_stride = nv;
+      a.scale = scale;
+      a.out = o_.data + size_t(seq.first_token) * V + int64_t{h} * S;
+      a.out_stride = V;
+      kernels::gated_delta_net(a);
+    }
+  });
+}
+
+}  // namespace spillway::engine

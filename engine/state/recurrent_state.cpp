@@ -1,0 +1,99 @@
+#include "engine/state/recurrent_state.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace spillway::engine {
+
+namespace {
+// Floats of layer `s`'s conv window and of its ssm state.
+int64_t layer_conv_floats(const LayerSpec& s) { return int64_t{s.ssm_conv_kernel - 1} * s.ssm_conv_dim(); }
+int64_t layer_ssm_floats(const LayerSpec& s) { return int64_t{s.ssm_value_heads} * s.ssm_state * s.ssm_state; }
+}  // namespace
+
+void RecurrentState::Free::operator()(float* p) const { std::free(p); }
+
+int64_t RecurrentState::state_bytes(const ModelConfig& config) {
+  int64_t floats = 0;
+  for (const LayerSpec& s : config.layers) {
+    if (s.mixer == MixerKind::GatedDeltaNet) floats += layer_conv_floats(s) + layer_ssm_floats(s);
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+RecurrentState::RecurrentState(const ModelConfig& config, int32_t n_slots) : n_slots_(n_slots) {
+  for (const LayerSpec& s : config.layers) {
+    if (s.mixer != MixerKind::GatedDeltaNet) continue;
+    assert(s.recurrent_ordinal == static_cast<int32_t>(layers_.size()));
+    layers_.push_back({state_floats_, layer_conv_floats(s)});
+    state_floats_ += layer_conv_floats(s) + layer_ssm_floats(s);
+  }
+  const size_t total = static_cast<size_t>(state_floats_) * 2 * static_cast<size_t>(n_slots);
+  data_.reset(static_cast<float*>(std::calloc(std::max<size_t>(total, 1), sizeof(float))));
+  if (!data_) throw std::bad_alloc();
+  current_.assign(n_slots, 0);
+  can_rollback_.assign(n_slots, 0);
+}
+
+void RecurrentState::reset(int32_t slot) {
+  assert(slot >= 0 && slot < n_slots_);
+  std::memset(buffer(slot, current_[slot]), 0, size_t(state_floats_) * sizeof(float));
+  can_rollback_[slot] = 0;
+}
+
+void RecurrentState::begin_step(int32_t slot) {
+  assert(slot >= 0 && slot < n_slots_);
+  current_[slot] ^= 1;
+  can_rollback_[slot] = 1;
+}
+
+bool RecurrentState::rollback(int32_t slot) {
+  assert(slot >= 0 && slot < n_slots_);
+  if (!can_rollback_[slot]) return false;
+  current_[slot] ^= 1;
+  can_rollback_[slot] = 0;
+  return true;
+}
+
+void RecurrentState::copy(int32_t src, int32_t dst) {
+  assert(src >= 0 && src < n_slots_ && dst >= 0 && dst < n_slots_);
+  if (src == dst) return;
+  std::memcpy(buffer(dst, current_[dst]), buffer(src, current_[src]), size_t(state_floats_) * sizeof(float));
+  can_rollback_[dst] = 0;
+}
+
+RecurrentState::Snapshot RecurrentState::snapshot(int32_t slot) const {
+  assert(slot >= 0 && slot < n_slots_);
+  const float* b = buffer(slot, current_[slot]);
+  return Snapshot{std::vector<float>(b, b + state_floats_)};
+}
+
+void RecurrentState::snapshot_into(int32_t slot, Snapshot& out) const {
+  assert(slot >= 0 && slot < n_slots_);
+  const float* b = buffer(slot, current_[slot]);
+  out.values.assign(b, b + state_floats_);
+}
+
+void RecurrentState::restore(int32_t slot, const Snapshot& snapshot) {
+  assert(slot >= 0 && slot < n_slots_);
+  assert(static_cast<int64_t>(snapshot.values.size()) == state_floats_);
+  std::memcpy(buffer(slot, current_[slot]), snapshot.values.data(), size_t(state_floats_) * sizeof(float));
+  can_rollback_[slot] = 0;
+}
+
+const float* RecurrentState::step_input(int32_t slot, int32_t ordinal) const {
+  return buffer(slot, current_[slot] ^ 1) + layers_[ordinal].offset;
+}
+
+float* RecurrentState::step_output(int32_t slot, int32_t ordinal) {
+  return buffer(slot, current_[slot]) + layers_[ordinal].offset;
+}
+
+const float* RecurrentState::current(int32_t slot, int32_t ordinal) const {
+  return buffer(slot, current_[slot]) + layers_[ordinal].offset;
+}
+
+}  // namespace spillway::engine

@@ -1,0 +1,88 @@
+// Recurrent-state slots of hybrid models: one slot per running sequence, holding the state
+// of every gated delta net layer (LayerSpec::recurrent_ordinal), f32:
+//   conv: [K - 1][conv_dim] the last K - 1 raw (pre-conv) qkv rows, oldest first;
+//   ssm:  [value heads][dk][dv] the delta-rule state of each value head (row = key index).
+// Which sequence owns which slot is the scheduler's business (BatchSequence::state_slot).
+//
+// Double-buffered for one-step rollback: each slot has two buffers. begin_step(slot) makes
+// the current buffer the step's input and the other one its output; the forward reads the
+// input and writes the whole output (a step rewrites every value of the state). After the
+// step, rollback(slot) returns to the state before it, bit-exactly, until the next
+// begin_step (MoBiLE's fallback and speculative decoding drop the last token this way).
+//
+// Thread contract: the engine thread owns it (the forward writes the output buffers of the
+// slots of its batch; no two sequences of a batch share a slot). Allocation is lazy (calloc):
+// an unused slot costs address space only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/model/model_config.h"
+
+namespace spillway::engine {
+
+class RecurrentState {
+ public:
+  // A copy of one slot's current state (what the prefix cache stores).
+  struct Snapshot {
+    std::vector<float> values;
+    int64_t bytes() const { return static_cast<int64_t>(values.size() * sizeof(float)); }
+  };
+
+  // n_slots slots for the delta-net layers of `config` (none: an empty pool).
+  RecurrentState(const ModelConfig& config, int32_t n_slots);
+
+  int32_t n_slots() const { return n_slots_; }
+  int32_t n_layers() const { return static_cast<int32_t>(layers_.size()); }
+  // Floats of one buffer of a slot: the state of one sequence.
+  int64_t state_floats() const { return state_floats_; }
+  // Bytes of one sequence's state (one buffer) and of one slot (both buffers).
+  static int64_t state_bytes(const ModelConfig& config);
+  static int64_t slot_bytes(const ModelConfig& config) { return 2 * state_bytes(config); }
+
+  // Zeroes the slot's current state (on acquiring it for a new sequence); no rollback.
+  void reset(int32_t slot);
+  // Starts a forward step of the slot's sequence (once per step, before any layer runs).
+  void begin_step(int32_t slot);
+  // Returns to the state before the last begin_step; false (nothing changed) when there
+  // is no step to undo (none yet, already rolled back, or reset / restore / copy since).
+  bool rollback(int32_t slot);
+  // dst's current state = src's (n > 1: sequences forked from one prompt); no rollback on dst.
+  void copy(int32_t src, int32_t dst);
+  Snapshot snapshot(int32_t slot) const;
+  // As snapshot(), into `out` (its storage reused: no allocation after the first).
+  void snapshot_into(int32_t slot, Snapshot& out) const;
+  // The slot's current state = the snapshot (taken from a pool of the same model); no rollback.
+  void restore(int32_t slot, const Snapshot& snapshot);
+
+  // During a step (after begin_step): layer `ordinal`'s state the step starts from and the
+  // buffer it writes. conv at [0, conv_floats), ssm after it.
+  const float* step_input(int32_t slot, int32_t ordinal) const;
+  float* step_output(int32_t slot, int32_t ordinal);
+  // The slot's current state of a layer (between steps: the state after the last step).
+  const float* current(int32_t slot, int32_t ordinal) const;
+  int64_t conv_floats(int32_t ordinal) const { return layers_[ordinal].conv_floats; }
+
+ private:
+  struct Layer {
+    int64_t offset;       // floats from the start of a buffer
+    int64_t conv_floats;  // (K - 1) * conv_dim
+  };
+  struct Free {
+    void operator()(float* p) const;
+  };
+  float* buffer(int32_t slot, int which) const {
+    return data_.get() + (int64_t{slot} * 2 + which) * state_floats_;
+  }
+
+  int32_t n_slots_ = 0;
+  int64_t state_floats_ = 0;
+  std::vector<Layer> layers_;
+  std::unique_ptr<float[], Free> data_;  // [n_slots][2][state_floats]
+  std::vector<uint8_t> current_;         // per slot: which buffer holds the current state
+  std::vector<uint8_t> can_rollback_;    // per slot
+};
+
+}  // namespace spillway::engine

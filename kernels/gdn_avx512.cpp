@@ -1,0 +1,81 @@
+// AVX-512: the gated delta net recurrence (kernels::gated_delta_net), vectorised over the
+// value columns of the state: each column evolves on its own, so a block of 16 * kCols
+// columns runs the whole token loop while its [dk][16 * kCols] slice of the state stays in
+// L1. The per-column arithmetic is the scalar reference's, FMA for FMA (same bits).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/kernel_registry.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+template <int kCols>
+static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
+  const int dk = a.dk, dv = a.dv;
+  const float* src = a.state_in;
+  float* dst = a.state_out + c0;
+  for (int t = 0; t < a.n_tokens; ++t) {
+    const float* q = a.q + t * a.qk_stride;
+    const float* k = a.k + t * a.qk_stride;
+    const __m512 e = _mm512_set1_ps(__builtin_expf(a.g[t * a.gb_stride]));
+    const __m512 beta = _mm512_set1_ps(a.beta[t * a.gb_stride]);
+    __m512 sk[kCols];
+    for (int j = 0; j < kCols; ++j) sk[j] = _mm512_setzero_ps();
+    if (src) {
+      const float* s_in = src + c0;
+      for (int i = 0; i < dk; ++i) {
+        const __m512 ki = _mm512_set1_ps(k[i]);
+        for (int j = 0; j < kCols; ++j) {
+          const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(s_in + size_t(i) * dv + 16 * j), e);
+          _mm512_storeu_ps(dst + size_t(i) * dv + 16 * j, s);
+          sk[j] = _mm512_fmadd_ps(s, ki, sk[j]);
+        }
+      }
+    } else {
+      for (int i = 0; i < dk; ++i) {
+        for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(dst + size_t(i) * dv + 16 * j, _mm512_setzero_ps());
+      }
+    }
+    __m512 d[kCols], o[kCols];
+    const float* v = a.v + t * a.v_stride + c0;
+    for (int j = 0; j < kCols; ++j) {
+      d[j] = _mm512_mul_ps(beta, _mm512_sub_ps(_mm512_loadu_ps(v + 16 * j), sk[j]));
+      o[j] = _mm512_setzero_ps();
+    }
+    for (int i = 0; i < dk; ++i) {
+      const __m512 ki = _mm512_set1_ps(k[i]);
+      const __m512 qi = _mm512_set1_ps(q[i]);
+      for (int j = 0; j < kCols; ++j) {
+        float* p = dst + size_t(i) * dv + 16 * j;
+        const __m512 s = _mm512_fmadd_ps(ki, d[j], _mm512_loadu_ps(p));
+        _mm512_storeu_ps(p, s);
+        o[j] = _mm512_fmadd_ps(s, qi, o[j]);
+      }
+    }
+    const __m512 scale = _mm512_set1_ps(a.scale);
+    float* out = a.out + t * a.out_stride + c0;
+    for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], scale));
+    src = a.state_out;
+  }
+}
+
+void gated_delta_net_avx512(const GatedDeltaNetArgs& a) {
+  if (a.dv % 16 != 0 || a.n_tokens == 0) {
+    scalar_kernel_table().gated_delta_net(a);
+    return;
+  }
+  int c = 0;
+  for (; c + 64 <= a.dv; c += 64) gdn_columns<4>(a, c);
+  for (; c < a.dv; c += 16) gdn_columns<1>(a, c);
+}
+
+}  // namespace
+
+void add_avx512_gdn_kernels(KernelTable& t) { t.gated_delta_net = gated_delta_net_avx512; }
+
+}  // namespace spillway::kernels

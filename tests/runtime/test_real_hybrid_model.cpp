@@ -1,0 +1,230 @@
+// The EngineLoop with the real engine runner on the hybrid golden model qwen35-tiny-peaked
+// (gated delta net + gated attention, recurrent-state slots): 8 concurrent greedy streams
+// (chunked prefill among decodes, preemption under KV pressure, fewer state slots than
+// requests) give each stream's solo tokens, and those are llama.cpp's golden tokens up to
+// its first near-tie.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/residency/weight_residency.h"
+#include "kernels/thread_pool.h"
+#include "runtime/engine_loop.h"
+#include "runtime/engine_runner.h"
+
+namespace spillway::scheduler {
+namespace {
+
+using namespace runtime;  // the engine loop and runner under test
+
+const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/qwen35-tiny-peaked-f16.gguf";
+const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden-wave2/qwen35-tiny-peaked-f16.jsonl";
+
+struct Golden {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;
+  size_t comparable = 0;  // steps before llama.cpp's first top1-top2 logprob gap < 0.3
+};
+
+std::vector<Golden> read_golden() {
+  std::vector<Golden> out;
+  std::ifstream in(kGolden);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    Golden g{j.at("prompt_tokens").get<std::vector<int32_t>>(), j.at("tokens").get<std::vector<int32_t>>()};
+    for (const auto& step : j.at("top5")) {
+      if (double(step[0]["logprob"]) - double(step[1]["logprob"]) < 0.3) break;
+      ++g.comparable;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+class Collector {
+ public:
+  UpdateSink sink() {
+    return [this](RequestUpdate&& u) {
+      std::lock_guard lock(mu_);
+      auto& tokens = tokens_[u.id];
+      for (const ChoiceUpdate& c : u.choices) {
+        for (const GeneratedToken& t : c.tokens) tokens.push_back(t.id);
+        if (c.finish) finish_[u.id] = *c.finish;
+      }
+      if (u.error) errors_.push_back(*u.error);
+      if (u.finished) {
+        ++finished_;
+        cv_.notify_all();
+      }
+    };
+  }
+  void wait_finished(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return finished_ >= n; });
+  }
+  std::vector<int32_t> tokens(RequestId id) {
+    std::lock_guard lock(mu_);
+    return tokens_[id];
+  }
+  FinishReason finish(RequestId id) {
+    std::lock_guard lock(mu_);
+    return finish_.at(id);
+  }
+  std::vector<std::string> errors() {
+    std::lock_guard lock(mu_);
+    return errors_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<RequestId, std::vector<int32_t>> tokens_;
+  std::map<RequestId, FinishReason> finish_;
+  std::vector<std::string> errors_;
+  int finished_ = 0;
+};
+
+GenerationParams greedy(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  GenerationParams p;
+  p.prompt = prompt;
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = 0.0f;
+  return p;
+}
+
+class RealHybridModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = engine::Model::open(kModel);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    model_ = std::move(*model);
+    auto tokenizer = engine::Tokenizer::from_metadata(model_->source().metadata(), kModel);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+    tokenizer_ = std::move(*tokenizer);
+    golden_ = read_golden();
+    ASSERT_EQ(golden_.size(), 5u);
+  }
+
+  std::vector<std::vector<int32_t>> run(const SchedulerConfig& config, const std::vector<GenerationParams>& requests,
+                                        bool one_at_a_time, EngineSnapshot* snapshot = nullptr) {
+    kernels::ThreadPool pool(2);
+    EngineLoop loop(make_engine_runner(*model_, pool, config), *tokenizer_, config);
+    loop.start();
+    Collector collector;
+    std::vector<RequestId> ids;
+    for (const GenerationParams& p : requests) {
+      const auto r = loop.submit(p, collector.sink());
+      EXPECT_TRUE(std::holds_alternative<RequestId>(r));
+      if (!std::holds_alternative<RequestId>(r)) return {};
+      ids.push_back(std::get<RequestId>(r));
+      if (one_at_a_time) collector.wait_finished(static_cast<int>(ids.size()));
+    }
+    collector.wait_finished(static_cast<int>(ids.size()));
+    loop.stop();
+    if (snapshot) *snapshot = loop.snapshot();
+    EXPECT_TRUE(collector.errors().empty()) << collector.errors().front();
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids) {
+      EXPECT_EQ(collector.finish(id), FinishReason::Length);
+      out.push_back(collector.tokens(id));
+    }
+    return out;
+  }
+
+  static constexpr int kPromptOf[8] = {0, 1, 2, 3, 4, 4, 4, 1};
+  std::vector<GenerationParams> requests() const {
+    std::vector<GenerationParams> out;
+    for (int i : kPromptOf) out.push_back(greedy(golden_[i].prompt, 32));
+    return out;
+  }
+  void expect_golden(const std::vector<int32_t>& got, int i) const {
+    const Golden& g = golden_[kPromptOf[i]];
+    ASSERT_EQ(got.size(), g.tokens.size()) << "request " << i;
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + g.comparable),
+              std::vector<int32_t>(g.tokens.begin(), g.tokens.begin() + g.comparable))
+        << "request " << i << " (compared up to step " << g.comparable << ")";
+  }
+
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  std::vector<Golden> golden_;
+};
+
+TEST_F(RealHybridModel, EightConcurrentGreedyStreamsEqualAloneAndGolden) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;  // the 182-token prompt is chunked among the decodes
+  config.max_running = 8;
+  config.max_context = 512;
+  config.block_size = 16;
+  const std::vector<GenerationParams> reqs = requests();
+
+  // One at a time: the repeats of the 182-token prompt resume from the state snapshot at its
+  // last full block (176 tokens) and recompute 6 tokens.
+  EngineSnapshot alone_snap;
+  const auto alone = run(config, reqs, /*one_at_a_time=*/true, &alone_snap);
+  ASSERT_EQ(alone.size(), 8u);
+  for (int i = 0; i < 8; ++i) expect_golden(alone[i], i);
+  EXPECT_EQ(alone_snap.prefix_hit_tokens_total, 2 * 176);
+
+  EngineSnapshot snap;
+  const auto together = run(config, reqs, /*one_at_a_time=*/false, &snap);
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  EXPECT_EQ(snap.kv_blocks_used, 0);
+
+  config.prefix_cache = false;
+  EngineSnapshot no_cache;
+  const auto uncached = run(config, reqs, /*one_at_a_time=*/true, &no_cache);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(uncached[i], alone[i]) << "request " << i;
+  EXPECT_EQ(no_cache.prefix_hit_tokens_total, 0);
+}
+
+TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 48;
+  config.max_running = 8;
+  config.max_context = 256;
+  config.block_size = 16;
+  config.n_kv_blocks = 20;   // 320 token slots: preemption
+  config.n_state_slots = 3;  // at most 3 sequences run at once
+  EngineSnapshot snap;
+  const auto together = run(config, requests(), /*one_at_a_time=*/false, &snap);
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) expect_golden(together[i], i);
+  EXPECT_GT(snap.preemptions_total, 0);
+}
+
+// A second chat turn (the first turn's prompt + its answer + new tokens) resumes from the
+// snapshot at the first prompt's last full block, with the tokens of an uncached run.
+TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 4;
+  config.max_context = 512;
+  config.block_size = 16;
+  const GenerationParams first = greedy(golden_[4].prompt, 16);
+  const auto turn1 = run(config, {first}, true);
+  ASSERT_EQ(turn1.size(), 1u);
+  std::vector<int32_t> prompt2 = golden_[4].prompt;
+  prompt2.insert(prompt2.end(), turn1[0].begin(), turn1[0].end());
+  prompt2.insert(prompt2.end(), golden_[0].prompt.begin(), golden_[0].prompt.end());
+  EngineSnapshot snap;
+  const auto both = run(config, {first, greedy(prompt2, 16)}, /*one_at_a_time=*/true, &snap);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(snap.prefix_hit_tokens_total, 176);  // turn 2 resumes after turn 1's 11 full prompt blocks
+  config.prefix_cache = false;
+  const auto uncached = run(config, {greedy(prompt2, 16)}, true);
+  ASSERT_EQ(uncached.size(), 1u);
+  EXPECT_EQ(both[1], uncached[0]);
+}
+
+}  // namespace
+}  // namespace spillway::scheduler

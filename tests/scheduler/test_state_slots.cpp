@@ -1,0 +1,184 @@
+// Recurrent-state slots (hybrid models): admission needs a free slot as well as KV blocks;
+// a sequence's slot holds exactly its computed tokens at every step (FakeRunner checks it:
+// state_errors); preemption and finishing free the slot; forked choices get their own; no
+// prefix-cache hit skips tokens whose state the slot does not hold. Outputs equal the naive
+// reference, as for attention-only models.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "harness.h"
+
+namespace spillway::scheduler::testing {
+namespace {
+
+SchedulerConfig hybrid_config(int32_t slots) {
+  SchedulerConfig c = small_config();
+  c.n_state_slots = slots;
+  return c;
+}
+
+Harness& hybrid(Harness& h) {
+  h.runner.n_state_slots = h.config.n_state_slots;
+  return h;
+}
+
+TEST(StateSlots, FreeSlotsBoundTheRunningSetAndEverySlotIsConsistent) {
+  Harness h(hybrid_config(2));
+  hybrid(h);
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(h.add(greedy(random_prompt(6, 70 + i), 9)));
+  int steps = 0;
+  while (h.scheduler.has_work() && steps++ < 1000) {
+    h.step();
+    EXPECT_LE(h.scheduler.running_sequences(), 2);
+    EXPECT_EQ(h.scheduler.running_sequences() + h.scheduler.free_state_slots(), 2);
+  }
+  for (RequestId id : ids) h.expect_matches_reference(id);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.scheduler.free_state_slots(), 2);
+}
+
+TEST(StateSlots, PreemptionFreesTheSlotAndTheResumedSequenceRecomputesFromZero) {
+  SchedulerConfig cfg = hybrid_config(4);
+  cfg.n_kv_blocks = 16;  // the four requests need 4 x 32 tokens of 64: preemption
+  Harness h(cfg);
+  hybrid(h);
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(h.add(seeded(random_prompt(8, 10 + i), 24, 100 + i, 0.8f)));
+  h.run_all();
+  EXPECT_GT(h.scheduler.counters().preemptions_total, 0);
+  for (RequestId id : ids) h.expect_matches_reference(id);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+  EXPECT_EQ(h.scheduler.free_state_slots(), 4);
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
+}
+
+TEST(StateSlots, ASharedPrefixIsNotAHitWithoutAStateSnapshot) {
+  Harness h(hybrid_config(4));
+  hybrid(h);
+  const std::vector<int32_t> prefix = random_prompt(12, 5);
+  const RequestId a = h.add(greedy(prefix, 4));
+  h.run_all();
+  std::vector<int32_t> longer = prefix;
+  longer.push_back(FakeTokenizer::letter('q'));
+  const RequestId b = h.add(greedy(longer, 4));
+  h.run_all();
+  h.expect_matches_reference(a);
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 0);
+  EXPECT_EQ(h.runner.state_errors, 0);
+}
+
+TEST(StateSlots, ForkedChoicesGetTheirOwnSlots) {
+  Harness h(hybrid_config(4));
+  hybrid(h);
+  GenerationParams p = seeded(random_prompt(10, 40), 12, 77, 1.0f);
+  p.n = 3;
+  const RequestId id = h.add(p);
+  const RequestId other = h.add(greedy(random_prompt(5, 41), 6));
+  h.run_all();
+  for (int c = 0; c < 3; ++c) h.expect_matches_reference(id, c);
+  h.expect_matches_reference(other);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.scheduler.free_state_slots(), 4);
+  // More choices than slots can never run: rejected up front.
+  GenerationParams too_many = greedy(random_prompt(4, 1), 2);
+  too_many.n = 5;
+  EXPECT_TRUE(h.scheduler.validate(too_many).has_value());
+}
+
+}  // namespace
+}  // namespace spillway::scheduler::testing
+
+namespace spillway::scheduler::testing {
+namespace {
+
+SchedulerConfig snapshot_config(int32_t snapshots, int32_t interval_blocks) {
+  SchedulerConfig c = hybrid_config(4);
+  c.n_state_snapshots = snapshots;
+  c.snapshot_interval_blocks = interval_blocks;
+  return c;
+}
+
+TEST(StateSnapshots, ASecondTurnResumesFromTheSnapshotAtItsPromptsLastFullBlock) {
+  Harness h(snapshot_config(8, 16));
+  hybrid(h);
+  const std::vector<int32_t> first = random_prompt(42, 9);  // 10 full blocks of 4
+  const RequestId a = h.add(greedy(first, 5));
+  h.run_all();
+  h.expect_matches_reference(a);
+  std::vector<int32_t> second = first;
+  const auto& answer = h.results[a].choices[0].tokens;
+  second.insert(second.end(), answer.begin(), answer.end());
+  for (char ch : std::string("next turn")) second.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
+  const RequestId b = h.add(greedy(second, 6));
+  h.run_all();
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 40);
+  EXPECT_GE(h.runner.restores, 1);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+}
+
+TEST(StateSnapshots, ASharedPrefixHitsAtTheDeepestSnapshotWithinTheKvMatch) {
+  Harness h(snapshot_config(8, 4));  // boundaries every 16 tokens and at each prompt's end
+  hybrid(h);
+  const std::vector<int32_t> shared = random_prompt(32, 3);
+  std::vector<int32_t> pa = shared, pb = shared;
+  for (int32_t t : random_prompt(21, 4)) pa.push_back(t);
+  for (int32_t t : random_prompt(21, 5)) pb.push_back(t);
+  const RequestId a = h.add(greedy(pa, 3));
+  h.run_all();
+  const RequestId b = h.add(greedy(pb, 3));
+  h.run_all();
+  h.expect_matches_reference(a);
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 32);
+  EXPECT_EQ(h.scheduler.counters().prefix_discarded_tokens_total, 0);
+  EXPECT_EQ(h.runner.state_errors, 0);
+}
+
+TEST(StateSnapshots, WithoutASnapshotTheKvHitIsDiscardedAndCounted) {
+  Harness h(snapshot_config(1, 4));  // one snapshot: only the latest boundary survives
+  hybrid(h);
+  const std::vector<int32_t> shared = random_prompt(32, 3);
+  std::vector<int32_t> pa = shared, pb = shared;
+  for (int32_t t : random_prompt(21, 4)) pa.push_back(t);
+  for (int32_t t : random_prompt(21, 5)) pb.push_back(t);
+  const RequestId a = h.add(greedy(pa, 3));
+  h.run_all();
+  const RequestId b = h.add(greedy(pb, 3));
+  h.run_all();
+  h.expect_matches_reference(a);
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 0);
+  EXPECT_EQ(h.scheduler.counters().prefix_discarded_tokens_total, 32);
+  EXPECT_EQ(h.scheduler.counters().state_snapshots, 1);
+  EXPECT_EQ(h.runner.state_errors, 0);
+}
+
+TEST(StateSnapshots, ConcurrentRequestsWithPreemptionKeepTheirTokens) {
+  SchedulerConfig cfg = snapshot_config(6, 2);
+  cfg.n_kv_blocks = 24;
+  Harness h(cfg);
+  hybrid(h);
+  const std::vector<int32_t> shared = random_prompt(12, 21);
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p = shared;
+    for (int32_t t : random_prompt(3 + 5 * i, 30 + i)) p.push_back(t);
+    ids.push_back(h.add(seeded(p, 20, 200 + i, 0.7f)));
+  }
+  h.run_all();
+  for (RequestId id : ids) h.expect_matches_reference(id);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+  EXPECT_GT(h.runner.saves, 0);
+  EXPECT_GT(h.runner.restores, 0);
+  EXPECT_GT(h.scheduler.counters().preemptions_total, 0);
+}
+
+}  // namespace
+}  // namespace spillway::scheduler::testing
