@@ -7,11 +7,13 @@ namespace spillway::engine {
 
 namespace {
 
-const std::array<const Architecture*, 3>& registry() {
-  static const std::array<const Architecture*, 3> all = {
+const std::array<const Architecture*, 5>& registry() {
+  static const std::array<const Architecture*, 5> all = {
       &llama_architecture(),
       &qwen2_architecture(),
       &qwen3_architecture(),
+      &llada_architecture(),
+      &dream_architecture(),
   };
   return all;
 }

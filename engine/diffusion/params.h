@@ -1,0 +1,54 @@
+// What a diffusion request asks for: the schedule (block or timestep), the commit
+// algorithm and the token sampler, as llama.cpp's diffusion_params (examples/diffusion at
+// 3f545becc) names them, plus validation with errors that name the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace spillway::engine::diffusion {
+
+// llama.cpp's numbering (--diffusion-algorithm N).
+enum class Algorithm : uint8_t {
+  Origin = 0,      // each masked position commits with probability count / masks, random order
+  Entropy = 1,     // confidence = entropy of the candidate distribution (llama.cpp's sign, see README)
+  Margin = 2,      // confidence = p1 - p2
+  Random = 3,      // confidence = a uniform float from the canvas's mt19937
+  Confidence = 4,  // confidence = p(chosen token) (LLaDA's low_confidence remasking)
+};
+
+enum class Schedule : uint8_t {
+  Timestep = 0,  // Dream: one block = the whole canvas; count = floor(m * (1 - s/t))
+  Block = 1,     // LLaDA: blocks of block_length after the prompt; per-block even split
+};
+
+struct DiffusionParams {
+  int32_t steps = 128;              // steps over all blocks (block: a multiple of the block count)
+  Schedule schedule = Schedule::Block;
+  int32_t block_length = 32;        // Block: canvas length must be a multiple of it
+  float eps = 1e-3f;                // Timestep: t runs from 1 to eps
+  Algorithm algorithm = Algorithm::Confidence;
+  float alg_temp = 0.0f;            // > 0: commit positions drawn from softmax(conf / alg_temp)
+  // The token sampler for each masked row: top_k (0 = whole vocabulary), then top_p (< 1),
+  // then temperature; temperature 0 takes the best candidate (greedy).
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint32_t seed = 42;               // the canvas's std::mt19937 (random / origin / draws)
+};
+
+// Checks the values alone and against the canvas: canvas_length (prompt included) >
+// n_prompt > 0; for the block schedule canvas_length % block_length == 0 and steps a
+// multiple of the block count. Error messages start with the field name
+// ("steps: ...", "block_length: ...") so the API can name it.
+Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length);
+
+// "confidence", "entropy", "margin", "random", "origin" and the peers' aliases
+// ("low_confidence" = confidence, "maskgit_plus" = confidence, "topk_margin" = margin).
+Result<Algorithm> parse_algorithm(std::string_view name);
+std::string_view algorithm_name(Algorithm a);
+
+}  // namespace spillway::engine::diffusion
