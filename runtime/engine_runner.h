@@ -1,8 +1,10 @@
 // The real ModelRunner: engine::ForwardPass over an engine::KvCache, then sampling of each
 // logit row with its sequence's Sampler, the rows in parallel on the kernel pool.
 //
-// KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
-// leaves n_kv_blocks at 0).
+// KV: n_kv_blocks blocks of block_size tokens, of kv_cache_type(model) (resolve_kv_blocks()
+// when the config leaves n_kv_blocks at 0).
+// Diffusion canvases (StepBatch::canvases): their rows are committed by the canvas's own
+// rule (scheduler::commit_canvases) after the forward, on the engine thread.
 // Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
 // max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
 // not pad: every row is computed independently, so padding rows would only cost time; the
@@ -27,6 +29,10 @@ namespace spillway::runtime {
 // KV blocks to create for config: config.n_kv_blocks when positive, else enough for
 // max_context tokens of min(max_running, 4) sequences.
 int32_t resolve_kv_blocks(const SchedulerConfig& config);
+
+// The KV cache element type for a model: F16, but F32 for diffusion models (a canvas's K/V
+// live for one step only, and llama.cpp's no-cache diffusion graph keeps them in F32).
+kernels::DType kv_cache_type(const engine::ModelConfig& config);
 
 struct EngineRunnerOptions {
   // Where the forward reads weights: null for the model's file mapping, else a

@@ -14,6 +14,11 @@ struct SchedulerConfig {
   int32_t block_size = 16;         // KV block size in tokens
   int32_t n_kv_blocks = 0;         // KV capacity in blocks (shared by all sequences)
   bool prefix_cache = true;
+  // A masked-diffusion model (engine ModelConfig::is_diffusion): every request is a canvas
+  // of prompt + max_tokens positions denoised with the reference sampler (engine/diffusion).
+  bool diffusion_model = false;
+  int32_t mask_token_id = -1;      // diffusion models: the mask token
+  bool shift_logits = false;       // diffusion models: position p reads logits row p - 1
 };
 
 // One engine step, for metrics.

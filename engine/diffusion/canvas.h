@@ -44,6 +44,9 @@ class Canvas {
          const DiffusionParams& params);
 
   bool done() const { return done_; }
+  // Whether begin_step() returned rows that commit() has not consumed yet, and those rows.
+  bool pending() const { return pending_; }
+  std::span<const int32_t> pending_rows() const { return masked_; }
   // The masked positions (ascending) whose logits the next commit() needs; advances over
   // empty-block steps first. Empty exactly when done() becomes true.
   std::span<const int32_t> begin_step();
