@@ -135,6 +135,7 @@ Status ModelService::load() {
   sc.n_kv_blocks = static_cast<int32_t>(std::min<int64_t>(n_blocks, INT32_MAX));
   sc.prefix_cache = true;
   sc.diffusion_model = cfg.is_diffusion();
+  diffusion_model_.store(sc.diffusion_model, std::memory_order_release);
   sc.mask_token_id = cfg.mask_token_id;
   sc.shift_logits = cfg.shift_logits;
 

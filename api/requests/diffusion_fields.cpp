@@ -1,0 +1,81 @@
+#include "api/requests/diffusion_fields.h"
+
+#include <array>
+#include <span>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace spillway::api {
+
+namespace {
+
+constexpr int64_t kMaxSteps = int64_t{1} << 20;
+constexpr std::array<std::string_view, 8> kAlgorithms = {
+    "confidence", "low_confidence", "maskgit_plus", "entropy", "margin", "topk_margin", "random", "origin"};
+constexpr std::array<std::string_view, 5> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps"};
+
+bool known(std::string_view name, std::span<const std::string_view> list) {
+  for (std::string_view k : list) {
+    if (k == name) return true;
+  }
+  return false;
+}
+
+void mark(DiffusionFields& out, std::string_view name) {
+  if (out.given.empty()) out.given = name;
+}
+
+}  // namespace
+
+void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
+  // Aliases first; the object's members override them.
+  if (body.has("steps")) mark(out, "steps");
+  if (auto v = body.integer("steps", 1, kMaxSteps)) out.steps = static_cast<int32_t>(*v);
+  if (body.has("block_length")) mark(out, "block_length");
+  if (auto v = body.integer("block_length", 1, kMaxSteps)) out.block_length = static_cast<int32_t>(*v);
+  if (body.has("remasking")) mark(out, "remasking");
+  if (auto v = body.string("remasking")) {
+    if (*v != "low_confidence" && *v != "random") {
+      body.fail(invalid_value("remasking", fmt::format("Invalid 'remasking': '{}'. Expected 'low_confidence' or "
+                                                       "'random'.", *v)));
+    } else {
+      out.algorithm = *v;
+    }
+  }
+  const nlohmann::ordered_json* object = body.object("diffusion");
+  if (!object || !body.ok()) return;
+  mark(out, "diffusion");
+  for (auto it = object->begin(); it != object->end(); ++it) {
+    if (!known(it.key(), kMembers)) {
+      body.fail(invalid_value("diffusion." + it.key(),
+                              fmt::format("Unknown field 'diffusion.{}' (known: steps, block_length, algorithm, "
+                                          "alg_temp, eps).", it.key())));
+      return;
+    }
+  }
+  FieldReader d(*object, "diffusion");
+  if (auto v = d.integer("steps", 1, kMaxSteps)) out.steps = static_cast<int32_t>(*v);
+  if (auto v = d.integer("block_length", 1, kMaxSteps)) out.block_length = static_cast<int32_t>(*v);
+  if (auto v = d.string("algorithm")) {
+    if (!known(*v, kAlgorithms)) {
+      d.fail(invalid_value("diffusion.algorithm",
+                           fmt::format("Invalid 'diffusion.algorithm': '{}'. Expected one of confidence, "
+                                       "low_confidence, maskgit_plus, entropy, margin, topk_margin, random, "
+                                       "origin.", *v)));
+    } else {
+      out.algorithm = *v;
+    }
+  }
+  if (auto v = d.number("alg_temp", 0.0, 1e6)) out.alg_temp = *v;
+  if (auto v = d.number("eps", 0.0, 1.0)) {
+    if (*v <= 0.0 || *v >= 1.0) {
+      d.fail(invalid_value("diffusion.eps", "Invalid 'diffusion.eps': it must be in (0, 1)."));
+    } else {
+      out.eps = *v;
+    }
+  }
+  if (!d.ok()) body.fail(*d.error());
+}
+
+}  // namespace spillway::api
