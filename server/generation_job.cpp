@@ -189,7 +189,12 @@ void GenerationJob::on_update(size_t sub_index, scheduler::RequestUpdate&& u) {
   }
   sub.prompt_tokens = u.prompt_tokens;
   sub.cached_tokens = u.cached_prompt_tokens;
-  if (u.diffusion) sub.diffusion = *u.diffusion;
+  if (u.diffusion) {
+    const scheduler::DiffusionUsage before = sub.diffusion.value_or(scheduler::DiffusionUsage{});
+    ctx_.metrics.add_diffusion(u.diffusion->forwards - before.forwards, u.diffusion->committed - before.committed,
+                               u.diffusion->rows_evaluated - before.rows_evaluated);
+    sub.diffusion = *u.diffusion;
+  }
   const int32_t new_tokens = u.completion_tokens - sub.completion_tokens;
   sub.completion_tokens = u.completion_tokens;
   if (new_tokens > 0) {
