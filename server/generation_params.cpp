@@ -25,6 +25,7 @@ api::ApiResult<engine::diffusion::DiffusionParams> diffusion_params(const api::S
   if (d.block_length) {
     p.schedule = dd::Schedule::Block;
     p.block_length = *d.block_length;
+    p.blocks_over_canvas = false;  // LLaDA's rule: blocks tile max_tokens
   } else {
     p.schedule = dd::Schedule::Timestep;
   }

@@ -20,7 +20,7 @@ Canvas::Canvas(std::span<const int32_t> prompt, int32_t length, int32_t mask_tok
   tokens_.assign(prompt.begin(), prompt.end());
   tokens_.resize(length, mask_token);
   if (params_.schedule == Schedule::Block) {
-    num_blocks_ = length / params_.block_length;
+    num_blocks_ = block_count(params_, n_prompt_, length);
     steps_per_block_ = params_.steps / num_blocks_;
   } else {
     num_blocks_ = 1;

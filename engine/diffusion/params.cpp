@@ -26,16 +26,25 @@ Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_lengt
   }
   if (p.schedule == Schedule::Block) {
     if (p.block_length <= 0) return Error{"block_length: must be > 0"};
-    if (canvas_length % p.block_length != 0) {
+    if (p.blocks_over_canvas && canvas_length % p.block_length != 0) {
       return Error{fmt::format("block_length: {} does not divide the canvas length {} (prompt + generation)",
                                p.block_length, canvas_length)};
     }
-    const int32_t blocks = canvas_length / p.block_length;
+    if (!p.blocks_over_canvas && (canvas_length - n_prompt) % p.block_length != 0) {
+      return Error{fmt::format("block_length: {} does not divide the generation length {} (max_tokens)",
+                               p.block_length, canvas_length - n_prompt)};
+    }
+    const int32_t blocks = block_count(p, n_prompt, canvas_length);
     if (p.steps % blocks != 0) {
       return Error{fmt::format("steps: {} is not a multiple of the block count {}", p.steps, blocks)};
     }
   }
   return {};
+}
+
+int32_t block_count(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length) {
+  if (p.schedule != Schedule::Block) return 1;
+  return (p.blocks_over_canvas ? canvas_length : canvas_length - n_prompt) / p.block_length;
 }
 
 Result<Algorithm> parse_algorithm(std::string_view name) {

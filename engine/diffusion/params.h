@@ -28,7 +28,13 @@ enum class Schedule : uint8_t {
 struct DiffusionParams {
   int32_t steps = 128;              // steps over all blocks (block: a multiple of the block count)
   Schedule schedule = Schedule::Block;
-  int32_t block_length = 32;        // Block: canvas length must be a multiple of it
+  int32_t block_length = 32;        // Block: see blocks_over_canvas
+  // Block schedule, how many blocks (they always start right after the prompt):
+  // true (llama-diffusion-cli): canvas_length / block_length, the canvas length (prompt
+  //   included) a multiple of block_length, so the trailing blocks may be short or empty;
+  // false (LLaDA's generate(), the API): generation length / block_length, the generation
+  //   length (canvas - prompt) a multiple of block_length.
+  bool blocks_over_canvas = true;
   float eps = 1e-3f;                // Timestep: t runs from 1 to eps
   Algorithm algorithm = Algorithm::Confidence;
   float alg_temp = 0.0f;            // > 0: commit positions drawn from softmax(conf / alg_temp)
@@ -41,10 +47,13 @@ struct DiffusionParams {
 };
 
 // Checks the values alone and against the canvas: canvas_length (prompt included) >
-// n_prompt > 0; for the block schedule canvas_length % block_length == 0 and steps a
+// n_prompt > 0; for the block schedule the blocks_over_canvas divisibility and steps a
 // multiple of the block count. Error messages start with the field name
 // ("steps: ...", "block_length: ...") so the API can name it.
 Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length);
+
+// The block schedule's block count (1 for the timestep schedule); p must be valid.
+int32_t block_count(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length);
 
 // "confidence", "entropy", "margin", "random", "origin" and the peers' aliases
 // ("low_confidence" = confidence, "maskgit_plus" = confidence, "topk_margin" = margin).

@@ -36,7 +36,9 @@ def completion(prompt, **fields):
 
 # Requests whose golden records have no near-tie (smallest logit gap > 0.3), so F32 rounding
 # differences cannot flip a token.
-RANDOM_12 = dict(max_tokens=34, diffusion={"steps": 12, "block_length": 40, "algorithm": "random"})
+# llama-diffusion-cli's one block of 40 (the whole canvas) is, in the API's LLaDA rule (blocks
+# tile max_tokens), one block of max_tokens = 34.
+RANDOM_12 = dict(max_tokens=34, diffusion={"steps": 12, "block_length": 34, "algorithm": "random"})
 
 
 class ServedDiffusion(ServerTestCase):
@@ -58,7 +60,7 @@ class ServedDiffusion(ServerTestCase):
         # The peers' aliases on the chat endpoint (identity chat template) give the same text.
         status, _, chat = self.server.post_json("/v1/chat/completions", {
             "model": MODEL_ID, "messages": [{"role": "user", "content": "The quick brown fox"}],
-            "temperature": 0, "top_k": 1, "seed": 42, "max_tokens": 34, "steps": 12, "block_length": 40,
+            "temperature": 0, "top_k": 1, "seed": 42, "max_tokens": 34, "steps": 12, "block_length": 34,
             "remasking": "random"})
         self.assertEqual(status, 200, chat)
         self.assertEqual(chat["choices"][0]["message"]["content"], rec["text"])
@@ -69,7 +71,7 @@ class ServedDiffusion(ServerTestCase):
     def test_concurrent_streams_equal_their_solo_runs_and_carry_only_committed_text(self):
         bodies = [
             completion("Once upon a time", max_tokens=35, diffusion={"steps": 35}),
-            completion("The quick brown fox", max_tokens=42, diffusion={"steps": 12, "block_length": 8}),
+            completion("The quick brown fox", max_tokens=40, diffusion={"steps": 10, "block_length": 8}),
             completion("1, 2, 3, 4,", max_tokens=35, diffusion={"steps": 8, "algorithm": "margin"}),
             completion("Lily and Tom went to the park. They", max_tokens=29,
                        diffusion={"steps": 10, "algorithm": "random"}, seed=7),

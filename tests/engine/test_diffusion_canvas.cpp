@@ -160,6 +160,16 @@ TEST(DiffusionParamsValidation, ErrorsNameTheField) {
   EXPECT_EQ(st.error().message.rfind("steps:", 0), 0u) << st.error().message;
   p.steps = 8;
   EXPECT_TRUE(validate(p, 4, 32).ok());
+  // LLaDA's rule: blocks tile the generation (32 - 4 = 28), not the canvas.
+  p.blocks_over_canvas = false;
+  p.block_length = 7;
+  p.steps = 8;
+  EXPECT_TRUE(validate(p, 4, 32).ok());
+  EXPECT_EQ(block_count(p, 4, 32), 4);
+  p.block_length = 8;
+  st = validate(p, 4, 32);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message.rfind("block_length:", 0), 0u) << st.error().message;
   EXPECT_FALSE(parse_algorithm("nope").ok());
   EXPECT_EQ(*parse_algorithm("low_confidence"), Algorithm::Confidence);
 }
