@@ -36,6 +36,16 @@ api::ApiResult<engine::diffusion::DiffusionParams> diffusion_params(const api::S
     p.algorithm = *a;
   }
   if (d.alg_temp) p.alg_temp = static_cast<float>(*d.alg_temp);
+  if (d.sampler == "turbo" || d.threshold) {
+    // The seed's default two-stage rule: 0.95 for the first 8 steps of a block, then 0.80.
+    p.threshold = static_cast<float>(d.threshold.value_or(0.95));
+    p.threshold_low = static_cast<float>(d.threshold ? d.threshold_low.value_or(0.0) : 0.80);
+    p.threshold_switch = d.threshold ? d.threshold_switch.value_or(0) : 8;
+    if (p.algorithm == dd::Algorithm::Origin) {
+      return api::invalid_value("diffusion.algorithm", "Invalid 'diffusion.algorithm': 'origin' cannot be used "
+                                                       "with the turbo sampler.");
+    }
+  }
   p.temperature = static_cast<float>(f.temperature);
   p.top_k = f.top_k;
   p.top_p = f.top_p > 0.0 ? static_cast<float>(f.top_p) : 1e-9f;

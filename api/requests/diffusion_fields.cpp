@@ -13,7 +13,8 @@ namespace {
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr std::array<std::string_view, 8> kAlgorithms = {
     "confidence", "low_confidence", "maskgit_plus", "entropy", "margin", "topk_margin", "random", "origin"};
-constexpr std::array<std::string_view, 5> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps"};
+constexpr std::array<std::string_view, 7> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
+                                                      "sampler", "threshold"};
 
 bool known(std::string_view name, std::span<const std::string_view> list) {
   for (std::string_view k : list) {
@@ -50,7 +51,7 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     if (!known(it.key(), kMembers)) {
       body.fail(invalid_value("diffusion." + it.key(),
                               fmt::format("Unknown field 'diffusion.{}' (known: steps, block_length, algorithm, "
-                                          "alg_temp, eps).", it.key())));
+                                          "alg_temp, eps, sampler, threshold).", it.key())));
       return;
     }
   }
@@ -73,6 +74,34 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
       d.fail(invalid_value("diffusion.eps", "Invalid 'diffusion.eps': it must be in (0, 1)."));
     } else {
       out.eps = *v;
+    }
+  }
+  if (auto v = d.string("sampler")) {
+    if (*v != "reference" && *v != "turbo") {
+      d.fail(invalid_value("diffusion.sampler",
+                           fmt::format("Invalid 'diffusion.sampler': '{}'. Expected 'reference' or 'turbo'.", *v)));
+    } else {
+      out.sampler = *v;
+    }
+  }
+  if (const nlohmann::ordered_json* t = d.find("threshold"); t && d.ok()) {
+    auto in_range = [](const nlohmann::ordered_json& x) {
+      return x.is_number() && x.get<double>() > 0.0 && x.get<double>() <= 1.0;
+    };
+    if (in_range(*t)) {
+      out.threshold = t->get<double>();
+    } else if (t->is_array() && t->size() == 3 && in_range((*t)[0]) && in_range((*t)[1]) &&
+               as_integer((*t)[2]).has_value() && *as_integer((*t)[2]) >= 0 && *as_integer((*t)[2]) <= kMaxSteps) {
+      out.threshold = (*t)[0].get<double>();
+      out.threshold_low = (*t)[1].get<double>();
+      out.threshold_switch = static_cast<int32_t>(*as_integer((*t)[2]));
+    } else {
+      d.fail(invalid_value("diffusion.threshold",
+                           "Invalid 'diffusion.threshold': expected a number in (0, 1] or [hi, lo, switch_step]."));
+    }
+    if (d.ok() && out.sampler == "reference") {
+      d.fail(invalid_value("diffusion.threshold", "Invalid 'diffusion.threshold': the reference sampler has no "
+                                                  "threshold (use \"sampler\": \"turbo\")."));
     }
   }
   if (!d.ok()) body.fail(*d.error());

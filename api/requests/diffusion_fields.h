@@ -1,5 +1,6 @@
 // The diffusion fields of /v1/completions and /v1/chat/completions (diffusion models
-// only): an optional `diffusion` object {steps, block_length, algorithm, alg_temp, eps}
+// only): an optional `diffusion` object {steps, block_length, algorithm, alg_temp, eps,
+// sampler ("reference" | "turbo"), threshold (a number, or [hi, lo, switch_step])}
 // plus the top-level aliases other servers accept: `steps`, `block_length` (NeMo's LLaDA
 // server, Fast-dLLM) and `remasking` ("low_confidence" | "random"). The object wins over
 // an alias. Unknown members of `diffusion` and invalid values are 400s naming the field
@@ -24,6 +25,10 @@ struct DiffusionFields {
                                         // margin | topk_margin | random | origin
   std::optional<double> alg_temp;       // >= 0
   std::optional<double> eps;            // (0, 1): timestep schedule
+  std::optional<std::string> sampler;   // "reference" | "turbo"
+  std::optional<double> threshold;      // (0, 1]: turbo threshold (the first steps of a block)
+  std::optional<double> threshold_low;  // (0, 1]: after threshold_switch steps
+  std::optional<int32_t> threshold_switch;
 };
 
 void read_diffusion_fields(FieldReader& body, DiffusionFields& out);

@@ -54,7 +54,7 @@ void Canvas::collect_masked() {
 std::span<const int32_t> Canvas::begin_step() {
   assert(!pending_);
   while (!done_) {
-    if (step_ >= steps_per_block_) {
+    if (step_ >= steps_per_block_ && !params_.turbo()) {
       if (++block_ >= num_blocks_) {
         done_ = true;
         break;
@@ -64,6 +64,15 @@ std::span<const int32_t> Canvas::begin_step() {
     }
     collect_masked();
     if (masked_.empty()) {
+      if (params_.turbo()) {
+        // Turbo blocks end when they are full, without a wasted step.
+        if (++block_ >= num_blocks_) {
+          done_ = true;
+          break;
+        }
+        start_block();
+        continue;
+      }
       // llama.cpp: one decode whose logits are unused, then the block ends.
       ++stats_.steps_run;
       ++stats_.empty_steps;
@@ -95,7 +104,7 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   stats_.rows_sampled += n;
   last_positions_.clear();
   last_tokens_.clear();
-  const int32_t count = std::min(commit_count(), n);
+  const int32_t count = params_.turbo() ? 0 : std::min(commit_count(), n);
 
   if (params_.algorithm == Algorithm::Origin) {
     // Each masked position flips with probability count / n (one draw per position).
@@ -109,7 +118,9 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   } else {
     choices_.resize(n);
     for (int32_t i = 0; i < n; ++i) choices_[i] = sampler_.choose(logits + size_t(i) * n_vocab, n_vocab, rng_);
-    if (count > 0) {
+    if (params_.turbo()) {
+      threshold_commit();
+    } else if (count > 0) {
       order_.resize(n);
       for (int32_t i = 0; i < n; ++i) order_[i] = i;
       if (params_.alg_temp <= 0.0f) {
@@ -152,6 +163,29 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   for (size_t i = 0; i < last_positions_.size(); ++i) tokens_[last_positions_[i]] = last_tokens_[i];
   stats_.committed += static_cast<int32_t>(last_positions_.size());
   ++step_;
+}
+
+void Canvas::threshold_commit() {
+  const auto n = static_cast<int32_t>(masked_.size());
+  const float tau = params_.threshold_low > 0.0f && step_ >= params_.threshold_switch ? params_.threshold_low
+                                                                                      : params_.threshold;
+  int32_t best = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (choices_[i].p_token > choices_[best].p_token) best = i;
+  }
+  bool any = false;
+  for (int32_t i = 0; i < n; ++i) {
+    if (choices_[i].p_token >= tau) {
+      last_positions_.push_back(masked_[i]);
+      last_tokens_.push_back(choices_[i].token);
+      any = true;
+    }
+  }
+  if (!any) {
+    ++stats_.forced_top1;
+    last_positions_.push_back(masked_[best]);
+    last_tokens_.push_back(choices_[best].token);
+  }
 }
 
 int32_t Canvas::committed_prefix_end() const {

@@ -34,6 +34,7 @@ struct CanvasStats {
   int64_t rows_evaluated = 0;   // canvas rows forwarded (length per forward for the reference)
   int64_t rows_sampled = 0;     // logits rows read (masked rows of the current block)
   int32_t committed = 0;        // positions committed
+  int32_t forced_top1 = 0;      // turbo: steps where no row passed the threshold (top-1 committed)
 };
 
 class Canvas {
@@ -75,6 +76,7 @@ class Canvas {
   void start_block();
   void collect_masked();
   int32_t commit_count() const;
+  void threshold_commit();  // turbo (DiffusionParams::threshold)
 
   DiffusionParams params_;
   std::vector<int32_t> tokens_;

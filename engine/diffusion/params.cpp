@@ -19,6 +19,12 @@ Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_lengt
   if (!(p.eps > 0.0f && p.eps < 1.0f)) {
     if (p.schedule == Schedule::Timestep) return Error{"eps: must be in (0, 1)"};
   }
+  if (!(p.threshold >= 0.0f && p.threshold <= 1.0f)) return Error{"threshold: must be in [0, 1]"};
+  if (!(p.threshold_low >= 0.0f && p.threshold_low <= 1.0f)) return Error{"threshold: the low value must be in [0, 1]"};
+  if (p.threshold_switch < 0) return Error{"threshold: the switch step must be >= 0"};
+  if (p.turbo() && p.algorithm == Algorithm::Origin) {
+    return Error{"algorithm: 'origin' has no confidence for threshold commits"};
+  }
   if (n_prompt <= 0) return Error{"prompt: a diffusion canvas needs at least one prompt token"};
   if (canvas_length <= n_prompt) {
     return Error{fmt::format("max_tokens: the canvas ({} positions) must be longer than the prompt ({})",

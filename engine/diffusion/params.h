@@ -44,6 +44,18 @@ struct DiffusionParams {
   int32_t top_k = 0;
   float top_p = 1.0f;
   uint32_t seed = 42;               // the canvas's std::mt19937 (random / origin / draws)
+
+  // Turbo: threshold commits (Fast-dLLM's parallel decoding, the seed's two-stage rule).
+  // threshold > 0: a step commits every masked row of the block whose token probability
+  // (softmax of the raw logits over the whole vocabulary) is >= the threshold, and at least
+  // the single most confident row (by that probability, ties to the lower position); the
+  // schedule's counts are ignored and a block runs until it has no mask (no forced flush,
+  // no step limit). The threshold is `threshold` for the first threshold_switch steps of a
+  // block, then threshold_low (when > 0). threshold 0 = the reference sampler, byte for byte.
+  float threshold = 0.0f;
+  float threshold_low = 0.0f;
+  int32_t threshold_switch = 0;
+  bool turbo() const { return threshold > 0.0f; }
 };
 
 // Checks the values alone and against the canvas: canvas_length (prompt included) >

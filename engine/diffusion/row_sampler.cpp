@@ -85,6 +85,13 @@ RowChoice RowSampler::choose(const float* logits, int32_t n_vocab, std::mt19937&
   build_distribution(logits, n_vocab);
   const int32_t selected = pick(rng);
   RowChoice out{cand_[selected].second, 0.0f};
+  if (params_.turbo()) {
+    float max_l = logits[0];
+    for (int32_t i = 1; i < n_vocab; ++i) max_l = std::max(max_l, logits[i]);
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - max_l);
+    out.p_token = static_cast<float>(std::exp(double(logits[out.token]) - max_l) / sum);
+  }
   switch (params_.algorithm) {
     case Algorithm::Confidence:
     case Algorithm::Origin:

@@ -26,6 +26,7 @@ namespace spillway::engine::diffusion {
 struct RowChoice {
   int32_t token = -1;
   float confidence = 0.0f;
+  float p_token = 0.0f;  // turbo only: softmax(raw logits)[token] over the whole vocabulary
 };
 
 class RowSampler {

@@ -147,6 +147,50 @@ TEST(DiffusionCanvas, RandomAlgorithmDrawsOncePerMaskedPositionPerStep) {
   EXPECT_EQ(c.stats().committed, 7);
 }
 
+// Rows whose probability of their best token is about `p[pos]` (two candidates).
+std::vector<float> rows_with_p(const std::vector<int32_t>& positions, int32_t n_vocab, const std::vector<float>& p) {
+  std::vector<float> out(positions.size() * n_vocab, -1e9f);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const float q = p[positions[i]];
+    out[i * n_vocab + (positions[i] % 5) + 1] = std::log(q);
+    out[i * n_vocab + 6] = std::log(1.0f - q);
+  }
+  return out;
+}
+
+TEST(DiffusionTurbo, ThresholdCommitsEveryConfidentRowElseTheTopOneAndSwitchesStage) {
+  DiffusionParams p;
+  p.schedule = Schedule::Block;
+  p.block_length = 8;
+  p.steps = 2;  // the reference would run 2 steps per block; turbo runs until the block is full
+  p.threshold = 0.9f;
+  p.threshold_low = 0.6f;
+  p.threshold_switch = 2;
+  const int32_t n_vocab = 8, mask = 7;
+  const std::vector<int32_t> prompt = {1, 2};
+  // Block 0 = positions 2..7 (canvas 8 = one block of 8 over the canvas, 6 masks).
+  std::vector<float> prob = {0, 0, 0.95f, 0.5f, 0.97f, 0.7f, 0.65f, 0.55f};
+  Canvas c(prompt, 8, mask, false, p);
+  auto step = [&] {
+    auto rows = c.begin_step();
+    EXPECT_FALSE(c.done());
+    auto logits = rows_with_p({rows.begin(), rows.end()}, n_vocab, prob);
+    c.commit(logits.data(), n_vocab);
+    return c.last_positions();
+  };
+  EXPECT_EQ(step(), (std::vector<int32_t>{2, 4}));  // >= 0.9
+  EXPECT_EQ(step(), (std::vector<int32_t>{5}));     // none >= 0.9: the most confident alone
+  EXPECT_EQ(step(), (std::vector<int32_t>{6}));     // from step 2 of the block: >= 0.6 (0.5, 0.55 below)
+  EXPECT_EQ(step(), (std::vector<int32_t>{7}));     // top-1 fallback: 0.55 beats 0.5
+  EXPECT_EQ(step(), (std::vector<int32_t>{3}));
+  EXPECT_TRUE(c.begin_step().empty());
+  EXPECT_TRUE(c.done());
+  EXPECT_EQ(c.stats().forwards, 5);
+  EXPECT_EQ(c.stats().forced_top1, 3);
+  EXPECT_EQ(c.stats().empty_steps, 0);
+  EXPECT_EQ(c.stats().committed, 6);
+}
+
 TEST(DiffusionParamsValidation, ErrorsNameTheField) {
   DiffusionParams p;
   p.block_length = 5;
