@@ -139,6 +139,43 @@ class ServedDiffusion(ServerTestCase):
         self.server.wait_metric("spillway_kv_cache_usage_ratio", lambda v: v == 0)
 
 
+EVAL_LLADA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "eval", "llada",
+                          "llada-tasks-f16.gguf")
+
+
+class TurboOnTheTrainedModel(ServerTestCase):
+    """The trained llada evaluation model: the turbo sampler answers the sort task as well as
+    the reference sampler with far fewer forwards (bench/README.md has the 500-item figures)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(model=EVAL_LLADA).wait_ready()
+
+    def test_turbo_matches_the_reference_with_fewer_forwards(self):
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "train"))
+        import tasks
+        totals = {"reference": [0, 0], "turbo": [0, 0]}
+        for it in tasks.eval_items("sort", 30, 1234):
+            for sampler in totals:
+                status, _, body = self.server.post_json("/v1/completions", {
+                    "model": "llada-tasks-f16", "prompt": it["prompt"], "max_tokens": 12, "temperature": 0,
+                    "diffusion": {"steps": 12, "block_length": 12, "sampler": sampler}})
+                self.assertEqual(status, 200, body)
+                totals[sampler][0] += tasks.grade("sort", it["prompt"], it["answer"], body["choices"][0]["text"])
+                totals[sampler][1] += body["usage"]["diffusion"]["forwards"]
+        self.assertGreaterEqual(totals["turbo"][0], totals["reference"][0] - 1, totals)
+        self.assertGreaterEqual(totals["reference"][0], 28, totals)
+        self.assertLess(totals["turbo"][1] * 3, totals["reference"][1], totals)
+
+    def test_threshold_needs_the_turbo_sampler(self):
+        status, _, err = self.server.post_json("/v1/completions", {
+            "model": "llada-tasks-f16", "prompt": "x", "max_tokens": 12,
+            "diffusion": {"sampler": "reference", "threshold": 0.9}})
+        self.assertEqual(status, 400, err)
+        self.assertEqual(err["error"]["param"], "diffusion.threshold")
+
+
 class AutoregressiveRefusesDiffusion(ServerTestCase):
     def test_diffusion_object_on_an_ar_model_is_a_400(self):
         for extra, param in (({"diffusion": {"steps": 4}}, "diffusion"), ({"steps": 4}, "steps")):
