@@ -5,6 +5,8 @@
 // README's independent reference got (18/20).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -59,6 +61,16 @@ std::vector<Record> read_records() {
   return out;
 }
 
+// Records the largest number of sequences in one engine step.
+class StepObserver final : public MetricsObserver {
+ public:
+  void on_step(const StepStats& stats) override {
+    max_sequences = std::max(max_sequences.load(), stats.batch_sequences);
+  }
+  void on_prefix_lookup(int32_t, int32_t) override {}
+  std::atomic<int32_t> max_sequences{0};
+};
+
 TEST(DiffusionServing, CanvasesBatchedThroughTheEngineLoopEqualAloneAndGolden) {
   auto model = engine::Model::open(kModel);
   ASSERT_TRUE(model.ok()) << model.error().message;
@@ -92,7 +104,8 @@ TEST(DiffusionServing, CanvasesBatchedThroughTheEngineLoopEqualAloneAndGolden) {
   config.diffusion_model = true;
   config.mask_token_id = cfg.mask_token_id;
   config.shift_logits = cfg.shift_logits;
-  EngineLoop loop(make_engine_runner(**model, pool, config), **tokenizer, config);
+  StepObserver observer;
+  EngineLoop loop(make_engine_runner(**model, pool, config), **tokenizer, config, &observer);
   loop.start();
   std::mutex mu;
   std::condition_variable cv;
@@ -137,6 +150,7 @@ TEST(DiffusionServing, CanvasesBatchedThroughTheEngineLoopEqualAloneAndGolden) {
     golden_equal += got[ids[i]] == records[i].tokens ? 1 : 0;
   }
   EXPECT_GE(golden_equal, 18);
+  EXPECT_GE(observer.max_sequences.load(), 3) << "canvases should share engine steps";
   EXPECT_EQ(snap.kv_blocks_used, 0);
 }
 
