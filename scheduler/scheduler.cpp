@@ -172,8 +172,9 @@ const StepBatch& Scheduler::schedule() {
       if (seq.scheduled > 0) continue;
       if (seq.canvas) {
         // The whole canvas or nothing, with the prefills (its blocks are held while running).
-        const int32_t n = seq.canvas->length();
-        if (pass == 1 && n <= budget_ && ensure_blocks(seq, n)) schedule_tokens(seq, n);
+        const engine::diffusion::Canvas::Range range = seq.canvas->forward_range();
+        const int32_t n = range.end - range.begin;
+        if (pass == 1 && n <= budget_ && ensure_blocks(seq, seq.canvas->length())) schedule_tokens(seq, n);
         continue;
       }
       const bool decode = seq.remaining() == 1;
@@ -257,6 +258,7 @@ bool Scheduler::try_admit(Sequence& seq) {
 }
 
 bool Scheduler::try_admit_canvas(Sequence& seq) {
+  seq.canvas->invalidate_cache();  // fresh KV blocks: the step forwards the whole canvas
   const int32_t n = seq.canvas->length();
   const int32_t need = blocks_for(n, config_.block_size);
   if (n > budget_ || blocks_.available_after_acquiring({}) < need) return false;
@@ -279,6 +281,7 @@ bool Scheduler::try_admit_canvas(Sequence& seq) {
 
 void Scheduler::preempt(Sequence& seq) {
   assert(seq.state == Sequence::State::Running);
+  if (seq.canvas) seq.canvas->invalidate_cache();
   if (seq.scheduled > 0) {
     budget_ += seq.scheduled;
     seq.scheduled = 0;
@@ -348,14 +351,17 @@ void Scheduler::build_batch() {
 void Scheduler::add_canvas_rows(Sequence& seq, engine::BatchSequence& bs) {
   engine::ForwardBatch& fb = batch_.forward;
   const engine::diffusion::Canvas& canvas = *seq.canvas;
-  assert(canvas.pending() && seq.computed == 0 && seq.scheduled == canvas.length());
+  const engine::diffusion::Canvas::Range range = canvas.forward_range();
+  assert(canvas.pending() && seq.computed == 0 && seq.scheduled == range.end - range.begin);
   bs.mode = engine::AttentionMode::Canvas;
-  bs.canvas_begin = 0;
+  bs.start_position = range.begin;
+  bs.n_tokens = range.end - range.begin;
+  bs.canvas_begin = range.begin;
   bs.canvas_end = canvas.length();
-  fb.tokens.insert(fb.tokens.end(), canvas.tokens().begin(), canvas.tokens().end());
+  fb.tokens.insert(fb.tokens.end(), canvas.tokens().begin() + range.begin, canvas.tokens().begin() + range.end);
   CanvasRows rows{seq.canvas.get(), static_cast<int32_t>(fb.logit_rows.size()), 0};
   for (int32_t p : canvas.pending_rows()) {
-    fb.logit_rows.push_back(bs.first_token + canvas.logit_row(p));
+    fb.logit_rows.push_back(bs.first_token + canvas.logit_row(p) - range.begin);
     batch_.rows.push_back(RowSampling{});
     row_owner_.emplace_back(&seq, -1);
     ++rows.n_rows;

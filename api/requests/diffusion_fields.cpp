@@ -13,8 +13,8 @@ namespace {
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr std::array<std::string_view, 8> kAlgorithms = {
     "confidence", "low_confidence", "maskgit_plus", "entropy", "margin", "topk_margin", "random", "origin"};
-constexpr std::array<std::string_view, 7> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
-                                                      "sampler", "threshold"};
+constexpr std::array<std::string_view, 8> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
+                                                      "sampler", "threshold", "cache"};
 
 bool known(std::string_view name, std::span<const std::string_view> list) {
   for (std::string_view k : list) {
@@ -51,7 +51,7 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     if (!known(it.key(), kMembers)) {
       body.fail(invalid_value("diffusion." + it.key(),
                               fmt::format("Unknown field 'diffusion.{}' (known: steps, block_length, algorithm, "
-                                          "alg_temp, eps, sampler, threshold).", it.key())));
+                                          "alg_temp, eps, sampler, threshold, cache).", it.key())));
       return;
     }
   }
@@ -102,6 +102,16 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     if (d.ok() && out.sampler == "reference") {
       d.fail(invalid_value("diffusion.threshold", "Invalid 'diffusion.threshold': the reference sampler has no "
                                                   "threshold (use \"sampler\": \"turbo\")."));
+    }
+  }
+  if (auto v = d.string("cache")) {
+    if (*v != "none" && *v != "block") {
+      d.fail(invalid_value("diffusion.cache",
+                           fmt::format("Invalid 'diffusion.cache': '{}'. Expected 'none' or 'block'.", *v)));
+    } else if (*v == "block" && !out.block_length) {
+      d.fail(invalid_value("diffusion.cache", "Invalid 'diffusion.cache': 'block' needs diffusion.block_length."));
+    } else {
+      out.cache = *v;
     }
   }
   if (!d.ok()) body.fail(*d.error());

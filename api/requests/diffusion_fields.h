@@ -29,6 +29,7 @@ struct DiffusionFields {
   std::optional<double> threshold;      // (0, 1]: turbo threshold (the first steps of a block)
   std::optional<double> threshold_low;  // (0, 1]: after threshold_switch steps
   std::optional<int32_t> threshold_switch;
+  std::optional<std::string> cache;     // "none" | "block" (approximate block cache; needs block_length)
 };
 
 void read_diffusion_fields(FieldReader& body, DiffusionFields& out);

@@ -31,6 +31,7 @@ Canvas::Canvas(std::span<const int32_t> prompt, int32_t length, int32_t mask_tok
 
 void Canvas::start_block() {
   step_ = 0;
+  refresh_ = true;
   if (params_.schedule == Schedule::Block) {
     const BlockRange r = block_range(block_, n_prompt_, params_.block_length, length());
     block_begin_ = r.begin;
@@ -100,7 +101,10 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   const auto n = static_cast<int32_t>(masked_.size());
   ++stats_.steps_run;
   ++stats_.forwards;
-  stats_.rows_evaluated += length();
+  const Range range = forward_range();
+  stats_.rows_evaluated += range.end - range.begin;
+  if (range.end - range.begin < length()) ++stats_.cached_forwards;
+  refresh_ = false;
   stats_.rows_sampled += n;
   last_positions_.clear();
   last_tokens_.clear();
@@ -186,6 +190,12 @@ void Canvas::threshold_commit() {
     last_positions_.push_back(masked_[best]);
     last_tokens_.push_back(choices_[best].token);
   }
+}
+
+Canvas::Range Canvas::forward_range() const {
+  if (!params_.block_cache || refresh_ || params_.schedule != Schedule::Block) return {0, length()};
+  const int32_t begin = shift_logits_ ? std::max(0, block_begin_ - 1) : block_begin_;
+  return {begin, block_end_};
 }
 
 int32_t Canvas::committed_prefix_end() const {

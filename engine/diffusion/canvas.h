@@ -32,6 +32,7 @@ struct CanvasStats {
   int32_t forwards = 0;         // steps that needed a forward
   int32_t empty_steps = 0;      // steps whose block had no mask left (no forward)
   int64_t rows_evaluated = 0;   // canvas rows forwarded (length per forward for the reference)
+  int32_t cached_forwards = 0;  // block_cache: forwards of the block's rows only
   int64_t rows_sampled = 0;     // logits rows read (masked rows of the current block)
   int32_t committed = 0;        // positions committed
   int32_t forced_top1 = 0;      // turbo: steps where no row passed the threshold (top-1 committed)
@@ -51,6 +52,17 @@ class Canvas {
   // The masked positions (ascending) whose logits the next commit() needs; advances over
   // empty-block steps first. Empty exactly when done() becomes true.
   std::span<const int32_t> begin_step();
+  // The canvas rows [begin, end) the pending step must forward (Canvas mode over
+  // [begin, length), keys [0, length)): the whole canvas, or with block_cache the current
+  // block's rows after the block's first step. The K/V of the rows outside it must be in the
+  // canvas's KV blocks from an earlier step of this canvas (else invalidate_cache()).
+  struct Range {
+    int32_t begin = 0;
+    int32_t end = 0;
+  };
+  Range forward_range() const;
+  // The canvas's K/V are gone (new KV blocks after preemption): the next step forwards all.
+  void invalidate_cache() { refresh_ = true; }
   // Canvas row whose logits predict position p (shift_logits: p - 1, row 0 for p = 0).
   int32_t logit_row(int32_t p) const { return shift_logits_ ? (p > 0 ? p - 1 : 0) : p; }
   // logits: [begin_step().size(), n_vocab], row i for the i-th position. Commits this step's
@@ -91,6 +103,7 @@ class Canvas {
   std::vector<int32_t> block_counts_;  // block schedule: per-step commit counts of the block
   std::vector<int32_t> masked_;        // the pending step's masked positions
   bool pending_ = false;               // begin_step() returned rows that commit() has not consumed
+  bool refresh_ = true;                // block_cache: the next step forwards the whole canvas
   bool done_ = false;
   std::mt19937 rng_;
   RowSampler sampler_;

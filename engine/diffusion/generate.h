@@ -17,8 +17,9 @@
 namespace spillway::engine::diffusion {
 
 // Adds the canvas's forward for the step begin_step() returned `rows` for to `batch`: one
-// sequence over all canvas tokens at positions [0, length) in Canvas mode over [0, length),
-// and its logit rows (in `rows` order). block_table must cover `length` positions.
+// sequence over the canvas rows forward_range() names (the whole canvas unless block_cache)
+// in Canvas mode (keys [0, length)), and its logit rows (in `rows` order). block_table must
+// cover `length` positions and, for a partial range, hold this canvas's earlier K/V.
 void add_canvas_step(const Canvas& canvas, std::span<const int32_t> rows, std::vector<int32_t> block_table,
                      ForwardBatch& batch);
 

@@ -56,6 +56,13 @@ struct DiffusionParams {
   float threshold_low = 0.0f;
   int32_t threshold_switch = 0;
   bool turbo() const { return threshold > 0.0f; }
+
+  // Approximate block cache (Fast-dLLM's DualCache, opt-in; block schedule only): the first
+  // step of each block forwards the whole canvas, the block's other steps forward only the
+  // block's rows (and the row before it for shift_logits models), attending to the K/V the
+  // other positions left in the canvas's KV blocks at the block's first step. false = every
+  // step forwards the whole canvas (the reference). With one step per block both are equal.
+  bool block_cache = false;
 };
 
 // Checks the values alone and against the canvas: canvas_length (prompt included) >

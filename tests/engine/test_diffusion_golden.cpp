@@ -235,6 +235,50 @@ TEST_P(DiffusionGolden, WholeAlgorithmFromPrompt) {
   EXPECT_GE(exact, gm.min_exact_canvases);
 }
 
+// The approximate block cache (DiffusionParams::block_cache): with one step per block every
+// step forwards the whole canvas, so the canvases are bit-identical to the reference ("all
+// rows live = full recompute"); with several steps per block, the later steps forward only
+// the block's rows, fewer rows in all, and every position still gets committed.
+TEST_P(DiffusionGolden, BlockCacheWithAllRowsLiveEqualsTheReference) {
+  const DiffusionGoldenModel& gm = GetParam();
+  auto records = read_records(testdata(std::string("golden-wave2/diffusion/") + gm.golden_file));
+  ASSERT_FALSE(records.empty());
+  int32_t max_length = 0;
+  for (const auto& r : records) max_length = std::max(max_length, r.max_length);
+  kernels::ThreadPool pool(2);
+  Engine e = make_engine(testdata(std::string("models/") + gm.model_file), max_length, pool);
+  ASSERT_TRUE(e.forward);
+  int compared = 0;
+  for (const DiffusionRecord& r : records) {
+    if (r.params.schedule != diffusion::Schedule::Block || r.params.block_length != 8) continue;
+    const auto n_prompt = static_cast<int32_t>(r.prompt_tokens.size());
+    DiffusionParams one = r.params;
+    one.steps = r.max_length / 8;  // one step per block
+    auto run = [&](const DiffusionParams& p) {
+      Canvas c(r.prompt_tokens, r.max_length, r.mask_token, r.shift_logits, p);
+      EXPECT_TRUE(diffusion::run_canvas(*e.forward, c, e.blocks).ok());
+      return std::make_pair(c.tokens(), c.stats());
+    };
+    DiffusionParams one_cached = one;
+    one_cached.block_cache = true;
+    const auto [plain, plain_stats] = run(one);
+    const auto [cached, cached_stats] = run(one_cached);
+    EXPECT_EQ(cached, plain) << r.label;
+    EXPECT_EQ(cached_stats.rows_evaluated, plain_stats.rows_evaluated) << r.label;
+    EXPECT_EQ(cached_stats.cached_forwards, 0) << r.label;
+
+    DiffusionParams many = r.params;  // 4 steps per block
+    many.block_cache = true;
+    const auto [tokens, stats] = run(many);
+    EXPECT_GT(stats.cached_forwards, 0) << r.label;
+    EXPECT_LT(stats.rows_evaluated, int64_t{stats.forwards} * r.max_length) << r.label;
+    EXPECT_EQ(stats.committed, r.max_length - n_prompt) << r.label;
+    for (int32_t t : tokens) EXPECT_NE(t, r.mask_token) << r.label;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 5);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Wave2, DiffusionGolden,
     ::testing::Values(DiffusionGoldenModel{"llada-tiny-peaked-f16.gguf", "llada-tiny-peaked-f16.jsonl", 18},
