@@ -276,5 +276,41 @@ TEST(DiffusionForward, CanvasAndCausalSequencesBatchedEqualAlone) {
   EXPECT_TRUE(differs) << "row 0 of a canvas must see the last canvas position";
 }
 
+// The block cache's partial forward: right after a full forward of a canvas, forwarding only
+// a block of its rows (the other positions' K/V read from the KV blocks) gives those rows
+// exactly the full forward's logits, because the cached K/V are what the full forward wrote.
+TEST(DiffusionForward, PartialCanvasForwardAfterAFullOneGivesTheSameLogits) {
+  auto m = Model::open(std::string(SPILLWAY_TESTDATA) + "/models/llada-tiny-peaked-f16.gguf");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const ModelConfig& cfg = (*m)->config();
+  kernels::ThreadPool pool(2);
+  KvCache kv(cfg, 16, 4, kernels::DType::F32);
+  ForwardPass forward(**m, kv, pool, 64, 64);
+  std::vector<int32_t> canvas = {1, 9038, 2501, 263, 931, 29892, 727};
+  canvas.resize(40, cfg.mask_token_id);
+  canvas[20] = 1000;
+  const std::vector<int32_t> table = {0, 1, 2};
+  const size_t V = cfg.n_vocab;
+  ForwardBatch full;
+  int s = full.add_sequence(canvas.data(), 40, 0, table);
+  full.sequences[s].mode = AttentionMode::Canvas;
+  full.sequences[s].canvas_begin = 0;
+  full.sequences[s].canvas_end = 40;
+  for (int32_t r = 15; r < 31; ++r) full.logit_rows.push_back(r);
+  auto a = forward.execute(full);
+  ASSERT_TRUE(a.ok());
+  const std::vector<float> full_logits(a->begin(), a->end());
+  ForwardBatch part;
+  s = part.add_sequence(canvas.data() + 15, 16, 15, table);
+  part.sequences[s].mode = AttentionMode::Canvas;
+  part.sequences[s].canvas_begin = 15;
+  part.sequences[s].canvas_end = 40;
+  for (int32_t r = 0; r < 16; ++r) part.logit_rows.push_back(r);
+  auto b = forward.execute(part);
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->size(), 16 * V);
+  for (size_t i = 0; i < 16 * V; ++i) ASSERT_EQ((*b)[i], full_logits[i]) << i;
+}
+
 }  // namespace
 }  // namespace spillway::engine::diffusion
