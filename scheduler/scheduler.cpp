@@ -379,16 +379,18 @@ void Scheduler::advance_canvas(Sequence& seq) {
     touched_.push_back(&r);
   }
   if (!canvas.pending()) canvas.begin_step();
-  // Once done, everything left goes out (masks only remain with the origin algorithm).
-  const int32_t end = canvas.done() ? canvas.length() : canvas.committed_prefix_end();
+  // Once done, everything left goes out (masks only remain with the origin algorithm); a
+  // tripped repeat guard ends the output where the run reached its length.
+  const bool guard = canvas.repeat_stop() >= 0;
+  const int32_t end = guard ? canvas.repeat_stop() : canvas.done() ? canvas.length() : canvas.committed_prefix_end();
   bool finished = false;
   while (!finished && seq.canvas_emitted < end) {
     engine::SampledToken t;
     t.token = canvas.tokens()[seq.canvas_emitted++];
     finished = r.choices[seq.choice].append(std::move(t));
   }
-  if (!finished && canvas.done()) {
-    r.choices[seq.choice].finish(FinishReason::Length);
+  if (!finished && (guard || canvas.done())) {
+    r.choices[seq.choice].end(guard ? FinishReason::Stop : FinishReason::Length);
     finished = true;
   }
   if (finished) finishing_.push_back(&seq);

@@ -54,6 +54,7 @@ void Canvas::collect_masked() {
 
 std::span<const int32_t> Canvas::begin_step() {
   assert(!pending_);
+  if (repeat_stop_ >= 0) done_ = true;
   while (!done_) {
     if (step_ >= steps_per_block_ && !params_.turbo()) {
       if (++block_ >= num_blocks_) {
@@ -167,6 +168,19 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   for (size_t i = 0; i < last_positions_.size(); ++i) tokens_[last_positions_[i]] = last_tokens_[i];
   stats_.committed += static_cast<int32_t>(last_positions_.size());
   ++step_;
+  if (params_.repeat_guard > 0 && repeat_stop_ < 0) {
+    const int32_t end = committed_prefix_end();
+    for (scanned_ = std::max(scanned_, n_prompt_); scanned_ < end; ++scanned_) {
+      const int32_t t = tokens_[scanned_];
+      run_length_ = t == run_token_ ? run_length_ + 1 : 1;
+      run_token_ = t;
+      if (run_length_ >= params_.repeat_guard) {
+        repeat_stop_ = scanned_ + 1;
+        stats_.repeat_guard_trips = 1;
+        break;
+      }
+    }
+  }
 }
 
 void Canvas::threshold_commit() {

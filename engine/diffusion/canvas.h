@@ -33,6 +33,7 @@ struct CanvasStats {
   int32_t empty_steps = 0;      // steps whose block had no mask left (no forward)
   int64_t rows_evaluated = 0;   // canvas rows forwarded (length per forward for the reference)
   int32_t cached_forwards = 0;  // block_cache: forwards of the block's rows only
+  int32_t repeat_guard_trips = 0;  // 1 when the repeat guard ended the canvas
   int64_t rows_sampled = 0;     // logits rows read (masked rows of the current block)
   int32_t committed = 0;        // positions committed
   int32_t forced_top1 = 0;      // turbo: steps where no row passed the threshold (top-1 committed)
@@ -77,6 +78,10 @@ class Canvas {
   // Committed positions [n_prompt, committed_prefix_end()) form a contiguous run from the
   // prompt: the text that can be streamed and never changes.
   int32_t committed_prefix_end() const;
+  // Repeat guard (DiffusionParams::repeat_guard): the canvas position (exclusive) where the
+  // committed left-contiguous text reached repeat_guard equal tokens in a row, -1 until then.
+  // The output ends there; the canvas stops (done() after the next begin_step()).
+  int32_t repeat_stop() const { return repeat_stop_; }
   const std::vector<int32_t>& last_positions() const { return last_positions_; }  // ascending
   const std::vector<int32_t>& last_tokens() const { return last_tokens_; }
   // llama.cpp's global step index of the step begin_step() last returned.
@@ -111,6 +116,9 @@ class Canvas {
   std::vector<int32_t> order_;
   std::vector<int32_t> last_positions_, last_tokens_;
   CanvasStats stats_;
+  int32_t repeat_stop_ = -1;
+  int32_t scanned_ = 0;         // repeat guard: positions of the committed prefix scanned
+  int32_t run_token_ = -1, run_length_ = 0;
 };
 
 }  // namespace spillway::engine::diffusion

@@ -34,6 +34,7 @@ Status run_canvas(ForwardPass& forward, Canvas& canvas, const std::vector<int32_
     assert(logits->size() == rows.size() * size_t(n_vocab));
     canvas.commit(logits->data(), n_vocab);
     if (observer) observer(canvas);
+    if (canvas.repeat_stop() >= 0) return {};  // the repeat guard ended the output
   }
 }
 

@@ -21,6 +21,7 @@ Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_lengt
   }
   if (!(p.threshold >= 0.0f && p.threshold <= 1.0f)) return Error{"threshold: must be in [0, 1]"};
   if (!(p.threshold_low >= 0.0f && p.threshold_low <= 1.0f)) return Error{"threshold: the low value must be in [0, 1]"};
+  if (p.repeat_guard < 0) return Error{"repeat_guard: must be >= 0"};
   if (p.threshold_switch < 0) return Error{"threshold: the switch step must be >= 0"};
   if (p.turbo() && p.algorithm == Algorithm::Origin) {
     return Error{"algorithm: 'origin' has no confidence for threshold commits"};

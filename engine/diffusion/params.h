@@ -63,6 +63,10 @@ struct DiffusionParams {
   // other positions left in the canvas's KV blocks at the block's first step. false = every
   // step forwards the whole canvas (the reference). With one step per block both are equal.
   bool block_cache = false;
+
+  // Repeat guard (turbo): > 0 ends the canvas's output where one token has been committed
+  // this many times in a row in the committed left-contiguous text (the seed's 16).
+  int32_t repeat_guard = 0;
 };
 
 // Checks the values alone and against the canvas: canvas_length (prompt included) >

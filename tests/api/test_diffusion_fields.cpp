@@ -50,6 +50,13 @@ TEST(DiffusionFields, TheObjectAndItsMembers) {
   EXPECT_DOUBLE_EQ(*d.threshold_low, 0.7);
   EXPECT_EQ(d.threshold_switch, 4);
   EXPECT_EQ(d.cache, "block");
+  EXPECT_FALSE(d.repeat_guard.has_value());
+  r = parse({{"diffusion", {{"repeat_guard", true}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->sampling.diffusion.repeat_guard, 16);
+  r = parse({{"diffusion", {{"repeat_guard", 5}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->sampling.diffusion.repeat_guard, 5);
 }
 
 TEST(DiffusionFields, AliasesAndTheObjectWins) {
@@ -82,6 +89,7 @@ TEST(DiffusionFields, InvalidFieldsAre400sNamingThem) {
   expect_400(parse({{"diffusion", {{"sampler", "reference"}, {"threshold", 0.9}}}}), "diffusion.threshold");
   expect_400(parse({{"diffusion", {{"cache", "block"}}}}), "diffusion.cache");
   expect_400(parse({{"diffusion", 3}}), "diffusion");
+  expect_400(parse({{"diffusion", {{"repeat_guard", 1}}}}), "diffusion.repeat_guard");
   expect_400(parse({{"remasking", "sometimes"}}), "remasking");
   expect_400(parse({{"steps", -1}}), "steps");
 }

@@ -191,6 +191,32 @@ TEST(DiffusionTurbo, ThresholdCommitsEveryConfidentRowElseTheTopOneAndSwitchesSt
   EXPECT_EQ(c.stats().committed, 6);
 }
 
+TEST(DiffusionTurbo, RepeatGuardEndsTheOutputWhereTheRunReachesItsLength) {
+  DiffusionParams p;
+  p.schedule = Schedule::Timestep;
+  p.steps = 20;  // one token per step (timestep counts 0 or 1 here), leftmost first
+  p.top_k = 1;
+  p.repeat_guard = 4;
+  const int32_t n_vocab = 8, mask = 7;
+  const std::vector<int32_t> prompt = {1, 2};
+  Canvas c(prompt, 22, mask, false, p);
+  std::vector<float> same(n_vocab, 0.0f);
+  same[5] = 3.0f;  // every row predicts 5
+  int forwards = 0;
+  for (;;) {
+    auto rows = c.begin_step();
+    if (c.done()) break;
+    std::vector<float> logits;
+    for (size_t i = 0; i < rows.size(); ++i) logits.insert(logits.end(), same.begin(), same.end());
+    c.commit(logits.data(), n_vocab);
+    ++forwards;
+    ASSERT_LT(forwards, 30);
+  }
+  EXPECT_EQ(c.repeat_stop(), 2 + 4);
+  EXPECT_EQ(c.stats().repeat_guard_trips, 1);
+  EXPECT_LT(c.stats().committed, 20);
+}
+
 TEST(DiffusionParamsValidation, ErrorsNameTheField) {
   DiffusionParams p;
   p.block_length = 5;

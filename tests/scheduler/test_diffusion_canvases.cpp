@@ -162,6 +162,19 @@ TEST(DiffusionCanvases, ShiftedLogitsReadTheRowBefore) {
   EXPECT_NE(reference_canvas(p, true).tokens, reference_canvas(p, false).tokens);
 }
 
+TEST(DiffusionCanvases, RepeatGuardStopsTheStreamAtTheRun) {
+  // A model that always predicts 'a': with a guard of 5 the output is 5 'a's, finish Stop.
+  Harness h(diffusion_config(), [](std::span<const int32_t>) { return FakeTokenizer::letter('a'); });
+  DiffusionParams dp = timestep(20);
+  dp.repeat_guard = 5;
+  const RequestId id = h.add(canvas_request(letters("hello"), 20, dp));
+  h.run_all();
+  EXPECT_EQ(h.results[id].choices.at(0).tokens, std::vector<int32_t>(5, FakeTokenizer::letter('a')));
+  EXPECT_EQ(h.results[id].choices.at(0).text, "aaaaa");
+  EXPECT_EQ(*h.results[id].choices.at(0).finish, FinishReason::Stop);
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
+}
+
 TEST(DiffusionCanvases, CancelFreesTheCanvasBlocks) {
   Harness h(diffusion_config());
   const RequestId id = h.add(canvas_request(letters("hello"), 11, blocks(16, 11)));
