@@ -151,10 +151,15 @@ int bench(const BenchOptions& o) {
              o.throughput.prompt_tokens, o.throughput.gen_tokens, o.throughput.batch,
              o.throughput.repeats, threads);
   engine::StreamerStats io_before;  // the warm-up's reads are not part of the measurement
+  engine::ExpertCacheStats experts_before;
   auto result = tools::measure_throughput(
       **model, setup ? setup->weights.get() : nullptr, pool, o.throughput,
       [&] { booted->between_steps(); },
-      [&] { if (setup) io_before = setup->weights->streamer_stats(); });
+      [&] {
+        if (!setup) return;
+        io_before = setup->weights->streamer_stats();
+        experts_before = setup->weights->expert_cache_stats();
+      });
   if (!result) {
     fmt::print(stderr, "error: {}\n", result.error().message);
     return 1;
@@ -244,6 +249,9 @@ int bench(const BenchOptions& o) {
                                          setup->disk_bytes_per_second);
     }
     j["residency"] = res;
+    if (w.expert_tier()) {
+      j["experts"] = expert_json(engine::expert_cache_report(w.expert_cache_stats(), experts_before));
+    }
   } else {
     j["residency"] = nullptr;  // --no-streaming: the plain engine on the file mapping
   }

@@ -75,7 +75,7 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("make-demo-model",
                                      "Write a deterministic random-weight GGUF model");
   cmd->add_option("--out", opts->out, "Output GGUF path")->required();
-  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3");
+  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe");
   cmd->add_option("--layers", opts->model.layers);
   cmd->add_option("--dim", opts->model.dim, "Embedding size");
   cmd->add_option("--ff", opts->model.ff, "MLP hidden size (default 8/3 dim)");
@@ -87,6 +87,9 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
                   "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the "
                   "mixes q4_k_m q5_k_m (llama-quantize's: some tensors Q6_K)");
   cmd->add_option("--seed", opts->model.seed);
+  cmd->add_option("--experts", opts->model.experts, "qwen3moe: routed experts per layer (default 8)");
+  cmd->add_option("--experts-used", opts->model.experts_used, "qwen3moe: experts per token (default 2)");
+  cmd->add_option("--expert-ff", opts->model.expert_ff, "qwen3moe: expert hidden size (default ff/4)");
   cmd->callback([opts, &exit_code] { exit_code = make_demo_model(*opts); });
 }
 

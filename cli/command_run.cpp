@@ -151,6 +151,7 @@ int run(const RunOptions& o) {
         {"residency_readmit_total", controller.readmit_total()},
         {"disk_read_bandwidth_at_start_bytes_per_second", setup.disk_bytes_per_second},
     };
+    if (w.expert_tier()) j["experts"] = expert_json(engine::expert_cache_report(w.expert_cache_stats()));
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n", tail);

@@ -17,5 +17,8 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_make_demo_model_command(CLI::App& app, int& exit_code);
 // `spillway bench --model PATH [...]`: speeds as fractions of the machine's limits.
 void add_bench_command(CLI::App& app, int& exit_code);
+// `spillway expert-trace --model PATH --prompts FILE [...]`: MoE routing replayed through
+// expert-cache policies (hit rates).
+void add_expert_trace_command(CLI::App& app, int& exit_code);
 
 }  // namespace spillway::cli

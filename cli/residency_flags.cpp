@@ -40,6 +40,12 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->envname("SPILLWAY_PREFETCH_DEPTH")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd.add_option("--expert-cache", f.expert_cache,
+                 "MoE models: RAM for routed experts, streamed from disk by expert: SIZE (e.g. 2G), "
+                 "auto (on when the model does not fit the budget, with the room left) or off "
+                 "(experts stay in their layers)")
+      ->envname("SPILLWAY_EXPERT_CACHE")
+      ->capture_default_str();
 }
 
 Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
@@ -56,6 +62,15 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
   o.placement = *engine::parse_residency_placement(f.placement);
   o.safety_factor = f.safety_factor;
   o.prefetch_depth = f.prefetch_depth;
+  if (f.expert_cache == "off") {
+    o.expert_cache_bytes = -1;
+  } else if (f.expert_cache != "auto") {
+    auto bytes = engine::parse_byte_size(f.expert_cache);
+    if (!bytes || *bytes < 0) {
+      return Error{fmt::format("--expert-cache '{}' is not a size (e.g. 2G), auto or off", f.expert_cache)};
+    }
+    o.expert_cache_bytes = *bytes;
+  }
   if (f.resident_layers == "all") {
     o.resident_layers = INT32_MAX;  // clamped to the layer count by the plan
   } else if (f.resident_layers != "auto") {
@@ -69,6 +84,20 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
     o.resident_layers = n;
   }
   return o;
+}
+
+nlohmann::ordered_json expert_json(const engine::ExpertCacheReport& r) {
+  return {
+      {"moe_expert_requests_total", {{"hit", r.expert_requests_hit}, {"miss", r.expert_requests_miss}}},
+      {"moe_expert_hit_rate", r.hit_rate},
+      {"moe_expert_bytes_read_total", r.expert_bytes_read},
+      {"moe_expert_read_seconds_total", r.read_seconds},
+      {"moe_io_stall_seconds_total", r.io_stall_seconds},
+      {"moe_evictions_total", r.evictions},
+      {"moe_resident_experts", r.resident_experts},
+      {"moe_cache_slots", r.slots},
+      {"moe_cache_bytes", r.cache_bytes},
+  };
 }
 
 }  // namespace spillway::cli

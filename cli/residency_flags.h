@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
+#include "engine/residency/expert_cache.h"
 #include "engine/residency/residency_plan.h"
 
 namespace CLI {
@@ -20,11 +23,16 @@ struct ResidencyFlags {
   std::string resident_layers = "auto"; // N | auto | all
   std::string placement = "first";      // first | last | interleaved
   int prefetch_depth = 2;
+  std::string expert_cache = "auto";    // SIZE | auto | off (MoE models)
 };
 
 void add_residency_flags(CLI::App& command, ResidencyFlags& flags);
 
 // n_layers resolves "all". Errors name the flag.
 Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& flags);
+
+// The expert tier's counters for `run --json` / `bench --json`, under the names of the
+// metrics (issue #16) without the spillway_ prefix.
+nlohmann::ordered_json expert_json(const engine::ExpertCacheReport& report);
 
 }  // namespace spillway::cli

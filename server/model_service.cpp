@@ -214,6 +214,16 @@ void ModelService::between_steps() {
   m.memory_pressure_ratio = shown.pressure_some_avg10 / 100.0;
   m.shed_total = controller.shed_total();
   m.readmit_total = controller.readmit_total();
+  if (w.expert_tier()) {
+    const engine::ExpertCacheStats e = w.expert_cache_stats();
+    m.moe_expert_hits_total = e.hits;
+    m.moe_expert_misses_total = e.misses;
+    m.moe_expert_bytes_read_total = e.bytes_read;
+    m.moe_io_stall_seconds_total = e.stall_seconds;
+    m.moe_evictions_total = e.evictions;
+    m.moe_resident_experts = e.resident_experts;
+    m.moe_cache_bytes = e.cache_bytes;
+  }
   metrics_.set_residency(m);
 }
 

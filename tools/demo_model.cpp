@@ -158,6 +158,8 @@ struct TensorSpec {
   enum class Init { Normal, Ones } init = Init::Normal;
   float std = 0.02f;
   bool mask_unsafe_rows = false;  // zero rows [0, kFirstTextToken)
+  int64_t experts = 0;            // > 0: a 3-D expert tensor of `experts` slices of `rows` rows
+  bool keep_f32 = false;          // stays F32 whatever the weight type (MoE routers)
 };
 
 std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
@@ -176,12 +178,20 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
       specs.push_back({p + "attn_k.bias", kv_dim, 1});
       specs.push_back({p + "attn_v.bias", kv_dim, 1});
     }
-    if (o.architecture == "qwen3") {
+    if (o.architecture == "qwen3" || o.architecture == "qwen3moe") {
       specs.push_back({p + "attn_q_norm.weight", head_dim, 1, TensorSpec::Init::Ones});
       specs.push_back({p + "attn_k_norm.weight", head_dim, 1, TensorSpec::Init::Ones});
     }
     specs.push_back({p + "attn_output.weight", q_dim, o.dim});
     specs.push_back({p + "ffn_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
+    if (o.architecture == "qwen3moe") {
+      using I = TensorSpec::Init;
+      specs.push_back({p + "ffn_gate_inp.weight", o.dim, o.experts, I::Normal, 0.02f, false, 0, true});
+      specs.push_back({p + "ffn_gate_exps.weight", o.dim, o.expert_ff, I::Normal, 0.02f, false, o.experts});
+      specs.push_back({p + "ffn_up_exps.weight", o.dim, o.expert_ff, I::Normal, 0.02f, false, o.experts});
+      specs.push_back({p + "ffn_down_exps.weight", o.expert_ff, o.dim, I::Normal, 0.02f, false, o.experts});
+      continue;
+    }
     specs.push_back({p + "ffn_gate.weight", o.dim, o.ff});
     specs.push_back({p + "ffn_up.weight", o.dim, o.ff});
     specs.push_back({p + "ffn_down.weight", o.ff, o.dim});
@@ -194,8 +204,9 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
 }  // namespace
 
 Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
-  if (o.architecture != "llama" && o.architecture != "qwen2" && o.architecture != "qwen3") {
-    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3", o.architecture)};
+  if (o.architecture != "llama" && o.architecture != "qwen2" && o.architecture != "qwen3" &&
+      o.architecture != "qwen3moe") {
+    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3, qwen3moe", o.architecture)};
   }
   if (o.layers < 1 || o.dim < 64 || o.vocab < 512 || o.context < 16) {
     return Error{"need --layers >= 1, --dim >= 64, --vocab >= 512, --context >= 16"};
@@ -211,6 +222,16 @@ Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   if (o.dim % block != 0 || o.ff % block != 0) {
     return Error{fmt::format("--dim {} and --ff {} must be multiples of the {} block ({})", o.dim,
                              o.ff, kernels::dtype_name(o.type), block)};
+  }
+  if (o.architecture == "qwen3moe") {
+    if (o.expert_ff == 0) o.expert_ff = static_cast<int32_t>((o.ff / 4 + block - 1) / block * block);
+    if (o.experts < 1 || o.experts_used < 1 || o.experts_used > o.experts) {
+      return Error{fmt::format("need 1 <= --experts-used ({}) <= --experts ({})", o.experts_used, o.experts)};
+    }
+    if (o.expert_ff % block != 0) {
+      return Error{fmt::format("--expert-ff {} must be a multiple of the {} block ({})", o.expert_ff,
+                               kernels::dtype_name(o.type), block)};
+    }
   }
   return o;
 }
@@ -249,6 +270,11 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   writer.set_uint32(arch + ".attention.head_count_kv", o.kv_heads);
   writer.set_uint32(arch + ".rope.dimension_count", o.dim / o.heads);
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  if (arch == "qwen3moe") {
+    writer.set_uint32(arch + ".expert_count", o.experts);
+    writer.set_uint32(arch + ".expert_used_count", o.experts_used);
+    writer.set_uint32(arch + ".expert_feed_forward_length", o.expert_ff);
+  }
   writer.set_float32(arch + ".rope.freq_base", 10000.0f);
   writer.set_string("tokenizer.ggml.model", "llama");
   writer.set_string("tokenizer.ggml.pre", "default");
@@ -269,26 +295,28 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   std::vector<float> values;
   for (const TensorSpec& spec : specs) {
     const bool is_matrix = spec.rows > 1;
-    const kernels::DType type = !is_matrix                                   ? kernels::DType::F32
+    const kernels::DType type = !is_matrix || spec.keep_f32                  ? kernels::DType::F32
                                 : o.k_mix && more_bits(spec.name, o.layers) ? kernels::DType::Q6_K
                                                                              : o.type;
-    values.resize(static_cast<size_t>(spec.cols * spec.rows));
-    if (spec.init == TensorSpec::Init::Ones) {
-      std::fill(values.begin(), values.end(), 1.0f);
-    } else {
-      Rng rng(o.seed * 0x100000001b3ULL ^ fnv1a(spec.name));
-      for (float& x : values) x = rng.normal() * spec.std;
+    const int64_t rows = spec.rows * std::max<int64_t>(spec.experts, 1);  // expert slices stacked
+    // Row by row (the same values, in the same order, as filling the whole tensor first), so
+    // large expert tensors never exist as floats.
+    Rng rng(o.seed * 0x100000001b3ULL ^ fnv1a(spec.name));
+    values.resize(static_cast<size_t>(spec.cols));
+    const int64_t rb = kernels::row_bytes(type, spec.cols);
+    std::vector<uint8_t> bytes(static_cast<size_t>(rb * rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (spec.init == TensorSpec::Init::Ones) {
+        std::fill(values.begin(), values.end(), 1.0f);
+      } else {
+        for (float& x : values) x = rng.normal() * spec.std;
+      }
+      if (spec.mask_unsafe_rows && r < kFirstTextToken) std::fill(values.begin(), values.end(), 0.0f);
+      kernels::quantize_row(type, values.data(), bytes.data() + r * rb, spec.cols);
     }
-    if (spec.mask_unsafe_rows) {
-      std::fill(values.begin(), values.begin() + kFirstTextToken * spec.cols, 0.0f);
-    }
-    std::vector<uint8_t> bytes(static_cast<size_t>(kernels::row_bytes(type, spec.cols) * spec.rows));
-    for (int64_t r = 0; r < spec.rows; ++r) {
-      kernels::quantize_row(type, values.data() + r * spec.cols,
-                            bytes.data() + r * kernels::row_bytes(type, spec.cols), spec.cols);
-    }
-    std::vector<int64_t> shape = is_matrix ? std::vector<int64_t>{spec.cols, spec.rows}
-                                           : std::vector<int64_t>{spec.cols};
+    std::vector<int64_t> shape = spec.experts > 0 ? std::vector<int64_t>{spec.cols, spec.rows, spec.experts}
+                                 : is_matrix       ? std::vector<int64_t>{spec.cols, spec.rows}
+                                                   : std::vector<int64_t>{spec.cols};
     writer.add_tensor(spec.name, type, shape, std::move(bytes));
     if (progress) progress(++done, static_cast<int64_t>(specs.size()));
   }

@@ -19,7 +19,7 @@
 namespace spillway::tools {
 
 struct DemoModelOptions {
-  std::string architecture = "llama";  // llama | qwen2 | qwen3
+  std::string architecture = "llama";  // llama | qwen2 | qwen3 | qwen3moe
   int32_t layers = 4;
   int32_t dim = 256;
   int32_t ff = 0;        // 0: 8/3 * dim rounded up to a multiple of 64
@@ -33,6 +33,12 @@ struct DemoModelOptions {
   // in Q6_K; everything else `type`.
   bool k_mix = false;
   uint64_t seed = 0;
+  // qwen3moe only: routed experts per layer, used per token, their hidden size (0: ff / 4
+  // rounded up to the block). The router stays F32 as in llama.cpp's files; 3-D expert
+  // tensors ffn_{gate,up,down}_exps, no dense FFN.
+  int32_t experts = 8;
+  int32_t experts_used = 2;
+  int32_t expert_ff = 0;
 };
 
 // Fills in the derived defaults and checks the shapes (e.g. dim multiple of heads, rows a

@@ -52,13 +52,15 @@ ForwardPass::ForwardPass(const Model& model, KvCache& kv, kernels::ThreadPool& p
       weights_(weights ? weights : &mapped_weights_),
       pool_(pool),
       attention_(model.config(), kv, pool),
-      dense_ffn_(model.config()) {
+      dense_ffn_(model.config()),
+      moe_ffn_(model.config()) {
   ensure_capacity(max_batch_tokens, std::min(max_batch_tokens, 64), max_context);
 }
 
 void ForwardPass::ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_keys) {
   attention_.ensure_capacity(n_tokens, max_keys);
   dense_ffn_.ensure_capacity(n_tokens);
+  moe_ffn_.ensure_capacity(n_tokens);
   if (n_tokens > token_capacity_) {
     token_capacity_ = n_tokens;
     x_.resize(size_t(n_tokens) * cfg_.n_embd);
@@ -129,8 +131,9 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
     Result<const BlockWeights*> layer = Error{""};
     timed(profile_, ForwardProfile::Weights, [&] { layer = weights_->acquire_layer(l); });
     if (!layer) return layer.error();
-    run_layer(ctx, l, **layer);
+    const Status ran = run_layer(ctx, l, **layer);
     weights_->release_layer(l);
+    if (!ran.ok()) return ran.error();
   }
 
   if (n_logits == 0) return std::span<const float>();
@@ -146,7 +149,7 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
   return std::span<const float>(logits_.data, size_t(n_logits) * cfg_.n_vocab);
 }
 
-void ForwardPass::run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w) {
+Status ForwardPass::run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w) {
   const LayerSpec& spec = cfg_.layers[layer];
   const int64_t elements = int64_t(ctx.n_tokens) * cfg_.n_embd;
   std::visit([&](const auto& mixer) {
@@ -156,13 +159,18 @@ void ForwardPass::run_layer(const StepContext& ctx, int32_t layer, const BlockWe
     }
   }, w.mixer);
   timed(profile_, ForwardProfile::Residual, [&] { kernels::add_inplace(x_.data, h_.data, elements); });
+  Status ffn_status;
   std::visit([&](const auto& ffn) {
     using T = std::decay_t<decltype(ffn)>;
     if constexpr (std::is_same_v<T, DenseFfnWeights>) {
       dense_ffn_.run(ctx, spec, ffn, w.ffn_norm, x_.data, h_.data);
+    } else if constexpr (std::is_same_v<T, MoeFfnWeights>) {
+      ffn_status = moe_ffn_.run(ctx, spec, ffn, w.ffn_norm, x_.data, h_.data, *weights_, layer);
     }
   }, w.ffn);
+  SPILLWAY_TRY(ffn_status);
   timed(profile_, ForwardProfile::Residual, [&] { kernels::add_inplace(x_.data, h_.data, elements); });
+  return {};
 }
 
 }  // namespace spillway::engine

@@ -28,6 +28,7 @@
 #include "engine/forward/attention_mixer.h"
 #include "engine/forward/batch.h"
 #include "engine/forward/dense_ffn.h"
+#include "engine/forward/moe_ffn.h"
 #include "engine/forward/profile.h"
 #include "engine/model/model.h"
 #include "engine/residency/layer_weight_source.h"
@@ -49,12 +50,15 @@ class ForwardPass {
   Result<std::span<const float>> execute(const ForwardBatch& batch);
 
   const Model& model() const { return model_; }
+  // The MoE FFN (routing of the last step, experts-used override for MoBiLE's little pass).
+  MoeFfn& moe_ffn() { return moe_ffn_; }
   // Accumulates wall time per part into *profile (null: stop). Engine thread only.
   void set_profile(ForwardProfile* profile) { profile_ = profile; }
 
  private:
   void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_keys);
-  void run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w);
+  // An Error only when a MoE layer's experts could not be acquired.
+  Status run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w);
 
   const Model& model_;
   const ModelConfig& cfg_;
@@ -64,6 +68,7 @@ class ForwardPass {
   kernels::ThreadPool& pool_;
   AttentionMixer attention_;
   DenseFfn dense_ffn_;
+  MoeFfn moe_ffn_;
 
   int32_t token_capacity_ = 0;
   int32_t logit_capacity_ = 0;

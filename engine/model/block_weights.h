@@ -9,6 +9,7 @@
 
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -44,11 +45,50 @@ struct DenseFfnWeights {
 struct ExpertWeights {
   kernels::WeightMatrix gate, up;  // [n_ff_expert rows, n_embd cols]
   kernels::WeightMatrix down;      // [n_embd rows, n_ff_expert cols]
+
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    fn(gate), fn(up), fn(down);
+  }
 };
 
-// Each variant gains an alternative with its kind (DeltaNetWeights, MoeFfnWeights).
+// A mixture-of-experts FFN (forward/moe_ffn.h; bound by model/arch/moe_block.h).
+// Routed expert e is the contiguous slice e of the file's 3-D tensors ffn_{gate,up,down}_exps
+// (or of the fused ffn_gate_up_exps: gate = its first n_ff_expert rows, up = the next ones),
+// so each expert is 2 or 3 contiguous byte ranges of the file.
+//
+// for_each_matrix visits: the router, the shared expert's gate, up, down (when present),
+// then every routed expert in id order (gate, up, down). Visiting the experts makes a
+// whole-layer unit of them (layer streaming reads them all; the matmul scratch is sized for
+// them); an expert tier (residency/) serves them one by one through
+// LayerWeightSource::acquire_experts instead and skips them with for_each_non_expert_matrix.
+struct MoeFfnWeights {
+  kernels::WeightMatrix router;  // ffn_gate_inp [n_expert rows, n_embd cols] (F32 in files)
+  std::vector<ExpertWeights> experts;  // [n_expert]
+  // Shared expert (LayerSpec::n_ff_shared > 0), else empty (rows == 0).
+  kernels::WeightMatrix shared_gate, shared_up;  // [n_ff_shared rows, n_embd cols]
+  kernels::WeightMatrix shared_down;             // [n_embd rows, n_ff_shared cols]
+  // ffn_gate_inp_shexp [n_embd] (a float copy the Model owns): the shared expert's output is
+  // scaled by sigmoid(dot(shared_gate_inp, h)); null: not gated (scale 1).
+  const float* shared_gate_inp = nullptr;
+
+  bool has_shared() const { return shared_down.rows > 0; }
+
+  template <class Fn>
+  void for_each_non_expert_matrix(Fn&& fn) {
+    fn(router);
+    if (has_shared()) fn(shared_gate), fn(shared_up), fn(shared_down);
+  }
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    for_each_non_expert_matrix(fn);
+    for (ExpertWeights& e : experts) e.for_each_matrix(fn);
+  }
+};
+
+// Each variant gains an alternative with its kind (DeltaNetWeights, ...).
 using MixerWeights = std::variant<AttentionWeights>;
-using FfnWeights = std::variant<DenseFfnWeights>;
+using FfnWeights = std::variant<DenseFfnWeights, MoeFfnWeights>;
 
 struct BlockWeights {
   const float* mixer_norm = nullptr;  // [n_embd] RMSNorm weight before the mixer

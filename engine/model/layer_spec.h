@@ -38,6 +38,19 @@ struct LayerSpec {
 
   int32_t n_ff = 0;  // dense FFN hidden size
 
+  // MoE FFN (FfnKind::Moe; forward/moe_ffn.h): n_expert routed experts of hidden size
+  // n_ff_expert, n_expert_used of them per token (top-k of the router's softmax); a shared
+  // expert of hidden size n_ff_shared when > 0 (sigmoid-gated). moe_renormalize: the top-k
+  // weights are divided by their sum (clamped at 6.1035e-5), as qwen3moe / qwen35moe /
+  // qwen3next do; llada-moe does not. Then each weight is multiplied by
+  // expert_weights_scale.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_expert = 0;
+  int32_t n_ff_shared = 0;
+  bool moe_renormalize = true;
+  float expert_weights_scale = 1.0f;
+
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
 };

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,10 +34,32 @@ class LayerWeightSource {
                                                                    std::span<const int32_t> experts) {
     return Error{fmt::format("layer {} has no routed experts ({} requested)", layer, experts.size())};
   }
+  // Unpins the experts acquired so far for `layer` (release_layer does too); a MoE FFN with
+  // more distinct experts than max_experts_per_acquire() runs them in waves, releasing
+  // between waves.
+  virtual void release_experts(int32_t layer) {}
+  virtual int32_t max_experts_per_acquire() const { return std::numeric_limits<int32_t>::max(); }
   virtual void release_layer(int32_t layer) = 0;
   virtual const kernels::WeightMatrix& token_embedding() const = 0;
   virtual const kernels::WeightMatrix& output() const = 0;
 };
+
+// The routed experts `experts` of `block` (layer `layer`), when the block holds all of them
+// (the model's own bindings, or a whole-layer unit): one view per id, in order.
+inline Result<std::vector<const ExpertWeights*>> experts_of_block(const BlockWeights& block, int32_t layer,
+                                                                  std::span<const int32_t> experts) {
+  const auto* moe = std::get_if<MoeFfnWeights>(&block.ffn);
+  if (!moe) return Error{fmt::format("layer {} has no routed experts ({} requested)", layer, experts.size())};
+  std::vector<const ExpertWeights*> out;
+  out.reserve(experts.size());
+  for (const int32_t e : experts) {
+    if (e < 0 || e >= static_cast<int32_t>(moe->experts.size())) {
+      return Error{fmt::format("layer {}: expert {} out of range ({} experts)", layer, e, moe->experts.size())};
+    }
+    out.push_back(&moe->experts[e]);
+  }
+  return out;
+}
 
 // The model's weights as mapped from its file: every layer always available.
 class MappedWeights final : public LayerWeightSource {
@@ -43,6 +67,10 @@ class MappedWeights final : public LayerWeightSource {
   explicit MappedWeights(const Model& model) : model_(model) {}
   Result<const BlockWeights*> acquire_layer(int32_t layer) override {
     return &model_.layers()[layer];
+  }
+  Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
+                                                           std::span<const int32_t> experts) override {
+    return experts_of_block(model_.layers()[layer], layer, experts);
   }
   void release_layer(int32_t) override {}
   const kernels::WeightMatrix& token_embedding() const override { return model_.token_embedding(); }

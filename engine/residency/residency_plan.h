@@ -40,6 +40,11 @@ struct ResidencyOptions {
   // Keep the file's row-major layout instead of retiling (bench: isolates the cost of the
   // residency machinery from the speed of the layout).
   bool keep_file_layout = false;
+  // MoE models (expert_cache.h): the expert tier takes the routed experts out of the layer
+  // units into a RAM cache of expert slots. nullopt ("auto"): on when the whole model does
+  // not fit the budget, with the room left after the resident layers as cache; -1: off;
+  // >= 0: on with this many bytes of cache.
+  std::optional<int64_t> expert_cache_bytes;
 };
 
 struct ResidencySizes {
@@ -62,6 +67,11 @@ struct ResidencyPlan {
   int64_t kv_reserve_bytes = 0;
   int64_t runtime_reserve_bytes = 0;
   int64_t streamed_bytes_per_step = 0; // read from disk by every forward step
+  // The expert tier (MoE models): on or off, the cache's bytes when on, and the routed
+  // experts' bytes (all of them, as slots would hold them) it caches.
+  bool expert_tier = false;
+  int64_t expert_cache_bytes = 0;
+  int64_t routed_expert_bytes = 0;
 };
 
 Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const ResidencyOptions& options,

@@ -60,8 +60,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   setup.memory_at_start = memory.read();
 
   // Sizes as the residency will hold them: lay the units out without reading anything.
-  const WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
-                                              .keep_file_layout = options.keep_file_layout};
+  WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
+                                        .keep_file_layout = options.keep_file_layout};
   auto units = WeightResidency::measure(model, weight_options);
   if (!units) return units.error();
   ResidencySizes sizes;
@@ -73,18 +73,46 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
 
   auto plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
-  if (!plan) return plan.error();
-  setup.plan = std::move(*plan);
+
+  // MoE: the expert tier when asked for, or (auto) when the model does not fit whole.
+  const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
+  const int64_t want_cache = options.expert_cache_bytes.value_or(-2);  // -2: auto
+  if (!moe || want_cache == -1 || (want_cache < 0 && plan && plan->streamed_layers == 0)) {
+    if (!plan) return plan.error();
+    setup.plan = std::move(*plan);
+  } else {
+    ASSIGN_OR_RETURN(const ExpertCache::Sizes experts, ExpertCache::measure(model));
+    weight_options.expert_cache_bytes = 0;
+    auto apart = WeightResidency::measure(model, weight_options);
+    if (!apart) return apart.error();
+    sizes.layer_bytes = apart->layer_bytes;
+    auto tier_plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
+    if (!tier_plan) return tier_plan.error();
+    setup.plan = std::move(*tier_plan);
+    int64_t cache = want_cache;
+    if (cache < 0) {
+      const int64_t used = setup.plan.non_layer_bytes + setup.plan.runtime_reserve_bytes + setup.plan.kv_reserve_bytes +
+                           setup.plan.resident_layer_bytes + setup.plan.staging_bytes;
+      cache = static_cast<int64_t>(static_cast<double>(setup.plan.budget_bytes - used) * options.safety_factor);
+    }
+    // At least the fewest slots (the largest top-k), at most every routed expert.
+    cache = std::clamp<int64_t>(cache, experts.slot_bytes * experts.min_slots, experts.routed_expert_bytes);
+    weight_options.expert_cache_bytes = cache;
+    setup.plan.expert_tier = true;
+    setup.plan.expert_cache_bytes = cache / experts.slot_bytes * experts.slot_bytes;
+    setup.plan.routed_expert_bytes = experts.routed_expert_bytes;
+  }
 
   setup.prefetch_depth = options.prefetch_depth;
   auto weights = WeightResidency::create(model, setup.plan.resident, weight_options, progress);
   if (!weights) return weights.error();
   setup.weights = std::move(*weights);
 
-  if (setup.plan.streamed_layers > 0) {
+  if (setup.plan.streamed_layers > 0 || setup.plan.expert_tier) {
     const std::string& file = model.source().files().front();
-    auto bandwidth = measure_disk_read_bandwidth(
-        file, std::min<uint64_t>(256ull << 20, static_cast<uint64_t>(setup.plan.streamed_bytes_per_step)));
+    const auto probe = std::max<uint64_t>(setup.plan.expert_tier ? 64ull << 20 : 0,
+                                          static_cast<uint64_t>(setup.plan.streamed_bytes_per_step));
+    auto bandwidth = measure_disk_read_bandwidth(file, std::min<uint64_t>(256ull << 20, probe));
     if (!bandwidth) return bandwidth.error();
     setup.disk_bytes_per_second = *bandwidth;
   }
@@ -119,6 +147,15 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
   } else {
     lines.push_back(fmt::format("streaming: none, all {} layers of {} resident",
                                 model.config().n_layers, model.source().path()));
+  }
+  if (plan.expert_tier) {
+    const ExpertCacheStats s = weights ? weights->expert_cache_stats() : ExpertCacheStats{};
+    lines.push_back(fmt::format(
+        "experts: routed experts ({}) in a RAM cache of {} slots ({}, {:.0f}% of them), LRU with a per-layer floor "
+        "of 2 x top-k; misses read with {} parallel reads",
+        mib(static_cast<double>(plan.routed_expert_bytes)), s.slots, mib(static_cast<double>(plan.expert_cache_bytes)),
+        100.0 * static_cast<double>(plan.expert_cache_bytes) / static_cast<double>(std::max<int64_t>(plan.routed_expert_bytes, 1)),
+        8));
   }
   return lines;
 }

@@ -1,8 +1,9 @@
 #include "engine/residency/weight_residency.h"
 
+#include "engine/residency/unit_layout.h"
+
 #include <algorithm>
 #include <cassert>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -10,67 +11,39 @@ namespace spillway::engine {
 
 namespace {
 
-constexpr uint64_t kA = DirectReader::kAlignment;
-uint64_t align_up(uint64_t x) { return (x + kA - 1) / kA * kA; }
-
-// Groups tensors into the file ranges of one unit (ranges closer than `gap` merged) and
-// returns, per tensor in input order, where its first byte lands in the unit's buffer.
-std::vector<uint64_t> build_unit(const std::vector<const TensorInfo*>& tensors, uint64_t gap,
-                                 StreamUnit& unit) {
-  std::vector<size_t> order(tensors.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const TensorInfo& x = *tensors[a];
-    const TensorInfo& y = *tensors[b];
-    return x.file_index != y.file_index ? x.file_index < y.file_index : x.file_offset < y.file_offset;
-  });
-  std::vector<size_t> range_of(tensors.size());
-  for (size_t i : order) {
-    const TensorInfo& t = *tensors[i];
-    if (!unit.ranges.empty()) {
-      UnitRange& r = unit.ranges.back();
-      if (r.file_index == t.file_index && t.file_offset <= r.file_offset + r.bytes + gap) {
-        r.bytes = std::max(r.file_offset + r.bytes, t.file_offset + t.n_bytes) - r.file_offset;
-        range_of[i] = unit.ranges.size() - 1;
-        continue;
-      }
+// The matrices of a layer unit, in a fixed order: all of the block's (BlockWeights::
+// for_each_matrix), or, when the expert tier serves the routed experts, all but those.
+template <class Fn>
+void for_each_unit_matrix(BlockWeights& b, bool experts_apart, Fn&& fn) {
+  if (!experts_apart) {
+    b.for_each_matrix(fn);
+    return;
+  }
+  std::visit([&](auto& m) { m.for_each_matrix(fn); }, b.mixer);
+  std::visit([&](auto& f) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(f)>, MoeFfnWeights>) {
+      f.for_each_non_expert_matrix(fn);
+    } else {
+      f.for_each_matrix(fn);
     }
-    unit.ranges.push_back({t.file_index, t.file_offset, t.n_bytes, 0});
-    range_of[i] = unit.ranges.size() - 1;
-  }
-  uint64_t cursor = 0;
-  for (UnitRange& r : unit.ranges) {
-    r.buffer_offset = cursor;
-    cursor += align_up(DirectReader::span_bytes(r.file_offset, r.bytes));
-  }
-  unit.buffer_bytes = cursor;
-  std::vector<uint64_t> offsets(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const UnitRange& r = unit.ranges[range_of[i]];
-    offsets[i] = r.buffer_offset + r.file_offset % kA + (tensors[i]->file_offset - r.file_offset);
-  }
-  return offsets;
+  }, b.ffn);
 }
 
 }  // namespace
 
 WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)
-    : model_(model), options_(options) {}
+    : model_(model), options_(options) {
+  if (options.expert_cache_bytes >= 0) {
+    for (const BlockWeights& b : model.layers()) experts_apart_ |= std::holds_alternative<MoeFfnWeights>(b.ffn);
+  }
+}
 
 WeightResidency::~WeightResidency() = default;
 
 Status WeightResidency::build_layout() {
   const Model& model = model_;
-  std::unordered_map<const void*, const TensorInfo*> by_data;
-  for (const TensorInfo& t : model.source().tensors()) by_data[t.data] = &t;
-  auto tensor_of = [&](const kernels::WeightMatrix& m) -> Result<const TensorInfo*> {
-    auto it = by_data.find(m.data);
-    if (it == by_data.end()) {
-      return Error{fmt::format("{}: a weight matrix does not point at a tensor of the file",
-                               model.source().path())};
-    }
-    return it->second;
-  };
+  TensorLocator locator(model);
+  auto tensor_of = [&](const kernels::WeightMatrix& m) { return locator.locate(m); };
 
   // The non-layer set: token embeddings and (unless tied) the output matrix.
   std::vector<const TensorInfo*> tensors;
@@ -83,7 +56,7 @@ Status WeightResidency::build_layout() {
     if (!out) return out.error();
     tensors.push_back(*out);
   }
-  non_layer_offsets_ = build_unit(tensors, options_.coalesce_gap_bytes, non_layer_);
+  non_layer_offsets_ = build_stream_unit(tensors, options_.coalesce_gap_bytes, non_layer_);
   if (tied) non_layer_offsets_.push_back(non_layer_offsets_[0]);
 
   const auto n_layers = static_cast<int32_t>(model.layers().size());
@@ -94,7 +67,7 @@ Status WeightResidency::build_layout() {
     layer.unit.id = l;
     tensors.clear();
     Status bound;
-    model.layers()[l].for_each_matrix([&](const kernels::WeightMatrix& m) {
+    for_each_unit_matrix(const_cast<BlockWeights&>(model.layers()[l]), experts_apart_, [&](const kernels::WeightMatrix& m) {
       auto t = tensor_of(m);
       if (!t) {
         if (bound.ok()) bound = t.error();
@@ -103,8 +76,14 @@ Status WeightResidency::build_layout() {
       tensors.push_back(*t);
     });
     SPILLWAY_TRY(bound);
-    layer.matrix_offsets = build_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
-    layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) {
+    layer.matrix_offsets = build_stream_unit(tensors, options_.coalesce_gap_bytes, layer.unit);
+    if (experts_apart_) {
+      // Served by the expert cache: never read through these views.
+      if (auto* moe = std::get_if<MoeFfnWeights>(&layer.weights.ffn)) {
+        for (ExpertWeights& e : moe->experts) e.for_each_matrix([](kernels::WeightMatrix& m) { m.data = nullptr; });
+      }
+    }
+    for_each_unit_matrix(layer.weights, experts_apart_, [&](kernels::WeightMatrix& m) {
       if (!options_.keep_file_layout && kernels::has_tiled_layout(m.type, m.cols)) {
         m.layout = kernels::WeightLayout::Tiled;
         retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
@@ -178,20 +157,26 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
       w->unload_layer(l);
     }
   }
+  if (w->experts_apart_) {
+    ExpertCacheOptions cache_options{.cache_bytes = options.expert_cache_bytes,
+                                     .read_threads = options.expert_read_threads,
+                                     .retile = !options.keep_file_layout};
+    ASSIGN_OR_RETURN(w->experts_, ExpertCache::create(model, files, cache_options));
+  }
   w->reschedule();
   return w;
 }
 
 void WeightResidency::rebase(Layer& layer, const uint8_t* buffer) const {
   size_t i = 0;
-  layer.weights.for_each_matrix([&](kernels::WeightMatrix& m) { m.data = buffer + layer.matrix_offsets[i++]; });
+  for_each_unit_matrix(layer.weights, experts_apart_, [&](kernels::WeightMatrix& m) { m.data = buffer + layer.matrix_offsets[i++]; });
 }
 
 void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const {
   // Reads only the matrices' shapes and layouts, never `data` (which the engine thread
   // rebases), so the I/O thread may run it while the engine works.
   size_t i = 0;
-  layer.weights.for_each_matrix([&](const kernels::WeightMatrix& w) {
+  for_each_unit_matrix(const_cast<BlockWeights&>(layer.weights), experts_apart_, [&](const kernels::WeightMatrix& w) {
     const uint64_t offset = layer.matrix_offsets[i++];
     if (w.layout != kernels::WeightLayout::Tiled) return;
     kernels::retile_in_place(w.type, buffer + offset, w.rows, w.cols, scratch.data());
@@ -234,7 +219,7 @@ void WeightResidency::unload_layer(int32_t layer_index) {
   layer.memory = AlignedBytes{};
   // Until acquire_layer points them at a staging slot, a streamed layer's matrices point
   // nowhere: a use without acquire faults instead of silently reading the file mapping.
-  layer.weights.for_each_matrix([](kernels::WeightMatrix& m) { m.data = nullptr; });
+  for_each_unit_matrix(layer.weights, experts_apart_, [](kernels::WeightMatrix& m) { m.data = nullptr; });
 }
 
 Status WeightResidency::make_resident(int32_t layer_index) {
@@ -260,7 +245,26 @@ Result<const BlockWeights*> WeightResidency::acquire_layer(int32_t layer_index) 
 }
 
 void WeightResidency::release_layer(int32_t layer_index) {
+  if (experts_) experts_->release(layer_index);
   if (!layers_[layer_index].memory.data) streamer_->release(layer_index);
+}
+
+Result<std::vector<const ExpertWeights*>> WeightResidency::acquire_experts(int32_t layer,
+                                                                          std::span<const int32_t> experts) {
+  if (experts_) return experts_->acquire(layer, experts);
+  return experts_of_block(layers_[layer].weights, layer, experts);
+}
+
+void WeightResidency::release_experts(int32_t layer) {
+  if (experts_) experts_->release(layer);
+}
+
+int32_t WeightResidency::max_experts_per_acquire() const {
+  return experts_ ? experts_->max_pin() : LayerWeightSource::max_experts_per_acquire();
+}
+
+ExpertCacheStats WeightResidency::expert_cache_stats() const {
+  return experts_ ? experts_->stats() : ExpertCacheStats{};
 }
 
 int32_t WeightResidency::resident_layers() const {

@@ -3,7 +3,9 @@
 // staging buffer each step by the WeightStreamer, ahead of use).
 //
 // Units: the non-layer set (token embeddings, output matrix; always resident) and each
-// decoder layer's matrices. A layer's 1-D tensors (norms, biases) are small float copies
+// decoder layer's matrices; with the expert tier on (expert_cache_bytes >= 0) the routed
+// experts of MoE layers are units of their own in an ExpertCache, and a layer unit holds
+// the rest (attention, router, shared expert). A layer's 1-D tensors (norms, biases) are small float copies
 // the Model already owns and are never streamed.
 //
 // Layout comes from the Model's bindings: every WeightMatrix of a freshly loaded Model
@@ -31,6 +33,7 @@
 
 #include "common/result.h"
 #include "engine/platform/direct_reader.h"
+#include "engine/residency/expert_cache.h"
 #include "engine/residency/layer_weight_source.h"
 #include "engine/model/model.h"
 #include "engine/residency/weight_streamer.h"
@@ -46,6 +49,11 @@ struct WeightResidencyOptions {
   bool direct_io = true;                  // O_DIRECT where the filesystem allows it
   uint64_t coalesce_gap_bytes = 1 << 20;  // merge a layer's file ranges closer than this
   bool keep_file_layout = false;          // no retiling: the kernels read the file's layout
+  // The expert tier (expert_cache.h): < 0 off (a MoE layer's unit holds all its routed
+  // experts); >= 0 routed experts leave the layer units and live in a cache of this many
+  // bytes of slots (at least the fewest slots the model needs).
+  int64_t expert_cache_bytes = -1;
+  int32_t expert_read_threads = 8;        // parallel expert reads (queue depth)
 };
 
 class WeightResidency final : public LayerWeightSource {
@@ -65,6 +73,12 @@ class WeightResidency final : public LayerWeightSource {
   static Result<UnitSizes> measure(const Model& model, const WeightResidencyOptions& options);
 
   Result<const BlockWeights*> acquire_layer(int32_t layer) override;
+  // From the expert cache when it is on, else from the acquired layer (whose unit then
+  // holds every routed expert).
+  Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
+                                                           std::span<const int32_t> experts) override;
+  void release_experts(int32_t layer) override;
+  int32_t max_experts_per_acquire() const override;
   void release_layer(int32_t layer) override;
   const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
   const kernels::WeightMatrix& output() const override { return output_; }
@@ -83,6 +97,8 @@ class WeightResidency final : public LayerWeightSource {
   int64_t staging_bytes() const;           // 0 until something is streamed
   int64_t streamed_bytes_per_step() const; // file bytes the streamed layers read per step
   StreamerStats streamer_stats() const;
+  bool expert_tier() const { return experts_ != nullptr; }
+  ExpertCacheStats expert_cache_stats() const;  // zeros when the expert tier is off
   bool direct_io() const;
 
  private:
@@ -118,6 +134,8 @@ class WeightResidency final : public LayerWeightSource {
   std::vector<uint8_t> retile_scratch_;     // engine thread
   std::vector<uint8_t> io_retile_scratch_;  // the streamer's I/O thread
   std::unique_ptr<WeightStreamer> streamer_;  // created when the first layer is streamed
+  bool experts_apart_ = false;                // routed experts are not in the layer units
+  std::unique_ptr<ExpertCache> experts_;      // the expert tier, when experts_apart_
 };
 
 }  // namespace spillway::engine

@@ -166,6 +166,33 @@ struct ServerMetrics::Impl {
       .Name("spillway_residency_readmit_total")
       .Help("Layers moved back into memory once pressure eased")
       .Register(*registry).Add({});
+  // The expert tier (MoE models).
+  Family<Counter>& moe_requests = prometheus::BuildCounter()
+      .Name("spillway_moe_expert_requests_total")
+      .Help("Routed experts a forward step asked the expert cache for, by result")
+      .Register(*registry);
+  Counter& moe_hits = moe_requests.Add({{"result", "hit"}});
+  Counter& moe_misses = moe_requests.Add({{"result", "miss"}});
+  Counter& moe_bytes_read = prometheus::BuildCounter()
+      .Name("spillway_moe_expert_bytes_read_total")
+      .Help("Routed-expert bytes read from disk into the expert cache")
+      .Register(*registry).Add({});
+  Counter& moe_io_stall = prometheus::BuildCounter()
+      .Name("spillway_moe_io_stall_seconds_total")
+      .Help("Time the forward waited for missed experts to arrive from disk")
+      .Register(*registry).Add({});
+  Counter& moe_evictions = prometheus::BuildCounter()
+      .Name("spillway_moe_evictions_total")
+      .Help("Cached experts replaced by others")
+      .Register(*registry).Add({});
+  Gauge& moe_resident_experts = prometheus::BuildGauge()
+      .Name("spillway_moe_resident_experts")
+      .Help("Routed experts held in the expert cache")
+      .Register(*registry).Add({});
+  Gauge& moe_cache_bytes = prometheus::BuildGauge()
+      .Name("spillway_moe_cache_bytes")
+      .Help("Bytes of the expert cache's slots")
+      .Register(*registry).Add({});
   ResidencyMetrics residency_published;  // cumulative values already counted (engine thread)
 
   Histogram& ttft = prometheus::BuildHistogram()
@@ -294,6 +321,16 @@ void ServerMetrics::set_residency(const ResidencyMetrics& m) {
   if (m.readmit_total > last.readmit_total) {
     i.residency_readmit.Increment(static_cast<double>(m.readmit_total - last.readmit_total));
   }
+  auto advance = [](Counter& c, auto now, auto before) {
+    if (now > before) c.Increment(static_cast<double>(now - before));
+  };
+  advance(i.moe_hits, m.moe_expert_hits_total, last.moe_expert_hits_total);
+  advance(i.moe_misses, m.moe_expert_misses_total, last.moe_expert_misses_total);
+  advance(i.moe_bytes_read, m.moe_expert_bytes_read_total, last.moe_expert_bytes_read_total);
+  advance(i.moe_io_stall, m.moe_io_stall_seconds_total, last.moe_io_stall_seconds_total);
+  advance(i.moe_evictions, m.moe_evictions_total, last.moe_evictions_total);
+  i.moe_resident_experts.Set(m.moe_resident_experts);
+  i.moe_cache_bytes.Set(static_cast<double>(m.moe_cache_bytes));
   last = m;
 }
 

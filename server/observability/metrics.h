@@ -30,6 +30,14 @@ struct ResidencyMetrics {
   double memory_pressure_ratio = 0;              // PSI some avg10, 0..1
   int64_t shed_total = 0;                        // layers, cumulative
   int64_t readmit_total = 0;                     // layers, cumulative
+  // The expert tier of MoE models (zeros when off); cumulative fields only grow.
+  uint64_t moe_expert_hits_total = 0;
+  uint64_t moe_expert_misses_total = 0;
+  uint64_t moe_expert_bytes_read_total = 0;
+  double moe_io_stall_seconds_total = 0;
+  uint64_t moe_evictions_total = 0;
+  int32_t moe_resident_experts = 0;
+  int64_t moe_cache_bytes = 0;
 };
 
 class ServerMetrics final : public scheduler::MetricsObserver {

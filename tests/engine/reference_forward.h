@@ -7,6 +7,7 @@
 // QK-norm against the textbook formulas.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -58,6 +59,53 @@ inline void rope(std::vector<double>& x, size_t offset, int head_dim, int rot_di
   }
 }
 
+// SwiGLU: down(silu(gate h) * up h).
+inline std::vector<double> swiglu(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
+                                  const kernels::WeightMatrix& down, const std::vector<double>& h) {
+  auto g = matvec(dequantize_matrix(gate), gate.rows, gate.cols, h);
+  const auto u = matvec(dequantize_matrix(up), up.rows, up.cols, h);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return matvec(dequantize_matrix(down), down.rows, down.cols, g);
+}
+
+// The FFN of a layer on its normalized input h: dense SwiGLU, or MoE (softmax router over
+// all experts, the spec's top-k with ties to the lower id, renormalised when the spec says,
+// times its scale; plus the sigmoid-gated shared expert).
+inline std::vector<double> reference_ffn(const engine::LayerSpec& spec, const engine::BlockWeights& block,
+                                         const std::vector<double>& h) {
+  if (const auto* f = std::get_if<engine::DenseFfnWeights>(&block.ffn)) return swiglu(f->w_gate, f->w_up, f->w_down, h);
+  const auto& m = std::get<engine::MoeFfnWeights>(block.ffn);
+  std::vector<double> p = matvec(dequantize_matrix(m.router), m.router.rows, m.router.cols, h);
+  const double mx = *std::max_element(p.begin(), p.end());
+  double z = 0;
+  for (double& v : p) z += (v = std::exp(v - mx));
+  for (double& v : p) v /= z;
+  std::vector<int32_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+  double sum = 0;
+  for (int32_t j = 0; j < spec.n_expert_used; ++j) sum += p[order[j]];
+  std::vector<double> out(h.size(), 0.0);
+  for (int32_t j = 0; j < spec.n_expert_used; ++j) {
+    const engine::ExpertWeights& e = m.experts[order[j]];
+    double w = spec.moe_renormalize ? p[order[j]] / std::max(sum, 6.103515625e-5) : p[order[j]];
+    w *= spec.expert_weights_scale;
+    const auto y = swiglu(e.gate, e.up, e.down, h);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += w * y[i];
+  }
+  if (m.has_shared()) {
+    double gate = 1.0;
+    if (m.shared_gate_inp) {
+      double dot = 0;
+      for (size_t i = 0; i < h.size(); ++i) dot += m.shared_gate_inp[i] * h[i];
+      gate = 1.0 / (1.0 + std::exp(-dot));
+    }
+    const auto y = swiglu(m.shared_gate, m.shared_up, m.shared_down, h);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += gate * y[i];
+  }
+  return out;
+}
+
 // Logits [tokens.size(), n_vocab] for every position of the sequence.
 inline std::vector<std::vector<double>> reference_logits(const engine::Model& model,
                                                          const std::vector<int32_t>& tokens) {
@@ -70,10 +118,8 @@ inline std::vector<std::vector<double>> reference_logits(const engine::Model& mo
 
   for (const engine::BlockWeights& block : model.layers()) {
     const auto& l = std::get<engine::AttentionWeights>(block.mixer);
-    const auto& f = std::get<engine::DenseFfnWeights>(block.ffn);
     const auto wq = dequantize_matrix(l.wq), wk = dequantize_matrix(l.wk), wv = dequantize_matrix(l.wv);
-    const auto wo = dequantize_matrix(l.wo), wg = dequantize_matrix(f.w_gate);
-    const auto wu = dequantize_matrix(f.w_up), wdn = dequantize_matrix(f.w_down);
+    const auto wo = dequantize_matrix(l.wo);
     std::vector<std::vector<double>> q(T), k(T), v(T);
     for (size_t t = 0; t < T; ++t) {
       std::vector<double> h = x[t];
@@ -117,10 +163,7 @@ inline std::vector<std::vector<double>> reference_logits(const engine::Model& mo
       for (int64_t i = 0; i < d; ++i) x[t][i] += o[i];
       std::vector<double> h = x[t];
       rms_norm(h, 0, d, block.ffn_norm, c.rms_eps);
-      auto g = matvec(wg, c.n_ff, d, h);
-      const auto u = matvec(wu, c.n_ff, d, h);
-      for (int64_t i = 0; i < c.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const auto down = matvec(wdn, d, c.n_ff, g);
+      const auto down = reference_ffn(c.layers[&block - model.layers().data()], block, h);
       for (int64_t i = 0; i < d; ++i) x[t][i] += down[i];
     }
   }

@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(All, ArchitectureTest,
                                            ArchCase{"llama", kernels::DType::Q6_K, 0.45, 0.1},
                                            ArchCase{"qwen2", kernels::DType::F32, 2e-3, 2e-4},
                                            ArchCase{"qwen3", kernels::DType::F32, 2e-3, 2e-4},
-                                           ArchCase{"qwen3", kernels::DType::BF16, 2e-3, 2e-4}),
+                                           ArchCase{"qwen3", kernels::DType::BF16, 2e-3, 2e-4},
+                                           ArchCase{"qwen3moe", kernels::DType::F32, 2e-3, 2e-4}),
                          [](const auto& info) {
                            return std::string(info.param.arch) + "_" +
                                   std::string(kernels::dtype_name(info.param.type));

@@ -4,13 +4,15 @@
 //   argmax at each committed position must be the recorded token wherever llama.cpp's
 //   top1 - top2 logit gap exceeds 0.3;
 // - the whole reference sampler from the prompt: the final canvas equals llama.cpp's in at
-//   least as many records as the README's independent numpy forward got (18/20), and where
+//   least as many records as the README's independent numpy forward got (llada and dream
+//   18/20, llada-moe 17/20), and where
 //   it differs the first differing commit is at a recorded near-tie (gap < 0.3);
 // - the commit schedule (positions per step) matches the record exactly.
 // The ISA is whatever SPILLWAY_ISA selects; tests/CMakeLists.txt runs this file once per ISA.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -282,9 +284,15 @@ TEST_P(DiffusionGolden, BlockCacheWithAllRowsLiveEqualsTheReference) {
 INSTANTIATE_TEST_SUITE_P(
     Wave2, DiffusionGolden,
     ::testing::Values(DiffusionGoldenModel{"llada-tiny-peaked-f16.gguf", "llada-tiny-peaked-f16.jsonl", 18},
-                      DiffusionGoldenModel{"dream-tiny-peaked-f16.gguf", "dream-tiny-peaked-f16.jsonl", 18}),
+                      DiffusionGoldenModel{"dream-tiny-peaked-f16.gguf", "dream-tiny-peaked-f16.jsonl", 18},
+                      DiffusionGoldenModel{"llada-moe-tiny-peaked-f16.gguf", "llada-moe-tiny-peaked-f16.jsonl", 17}),
     [](const ::testing::TestParamInfo<DiffusionGoldenModel>& info) {
-      return std::string(info.param.model_file).substr(0, std::string(info.param.model_file).find('-'));
+      const std::string file = info.param.model_file;
+      std::string name;
+      for (char ch : file.substr(0, file.find("-tiny"))) {
+        if (std::isalnum(static_cast<unsigned char>(ch))) name += ch;
+      }
+      return name;  // llada, dream, lladamoe
     });
 
 }  // namespace

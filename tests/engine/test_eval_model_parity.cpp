@@ -121,7 +121,7 @@ void check_parity(const std::string& arch, const char* skip_reason) {
 TEST(EvalModelParity, DenseLlama) { check_parity("llama", nullptr); }
 
 TEST(EvalModelParity, MoeQwen3moe) {
-  check_parity("qwen3moe", "architecture not supported yet (issue #16)");
+  check_parity("qwen3moe", nullptr);
 }
 
 TEST(EvalModelParity, HybridQwen35) {

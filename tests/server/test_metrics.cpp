@@ -84,6 +84,31 @@ TEST(ServerMetrics, SnapshotAndObserverValues) {
   EXPECT_EQ(sample(text, "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"100\"}"), 1);
 }
 
+TEST(ServerMetrics, ExpertTierCountersAdvanceByWhatGrew) {
+  ServerMetrics m("m");
+  ResidencyMetrics r;
+  r.moe_expert_hits_total = 30;
+  r.moe_expert_misses_total = 10;
+  r.moe_expert_bytes_read_total = 10 * 4096;
+  r.moe_io_stall_seconds_total = 0.5;
+  r.moe_evictions_total = 2;
+  r.moe_resident_experts = 8;
+  r.moe_cache_bytes = 8 * 4096;
+  m.set_residency(r);
+  r.moe_expert_hits_total = 35;
+  r.moe_expert_misses_total = 11;
+  m.set_residency(r);
+  const std::string text = m.render(std::nullopt);
+  EXPECT_NE(text.find("# TYPE spillway_moe_expert_requests_total counter"), std::string::npos);
+  EXPECT_EQ(sample(text, "spillway_moe_expert_requests_total{result=\"hit\"}"), 35);
+  EXPECT_EQ(sample(text, "spillway_moe_expert_requests_total{result=\"miss\"}"), 11);
+  EXPECT_EQ(sample(text, "spillway_moe_expert_bytes_read_total"), 40960);
+  EXPECT_DOUBLE_EQ(sample(text, "spillway_moe_io_stall_seconds_total"), 0.5);
+  EXPECT_EQ(sample(text, "spillway_moe_evictions_total"), 2);
+  EXPECT_EQ(sample(text, "spillway_moe_resident_experts"), 8);
+  EXPECT_EQ(sample(text, "spillway_moe_cache_bytes"), 32768);
+}
+
 TEST(ServerMetrics, EndpointLabelsAreBounded) {
   EXPECT_EQ(ServerMetrics::endpoint_label("/v1/completions"), "/v1/completions");
   EXPECT_EQ(ServerMetrics::endpoint_label("/v1/models/org/x"), "/v1/models/{id}");

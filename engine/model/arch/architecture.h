@@ -35,7 +35,9 @@ std::string supported_architectures();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
+const Architecture& qwen3moe_architecture();
 const Architecture& llada_architecture();
 const Architecture& dream_architecture();
+const Architecture& llada_moe_architecture();
 
 }  // namespace spillway::engine

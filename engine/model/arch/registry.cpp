@@ -7,13 +7,15 @@ namespace spillway::engine {
 
 namespace {
 
-const std::array<const Architecture*, 5>& registry() {
-  static const std::array<const Architecture*, 5> all = {
+const std::array<const Architecture*, 7>& registry() {
+  static const std::array<const Architecture*, 7> all = {
       &llama_architecture(),
       &qwen2_architecture(),
       &qwen3_architecture(),
+      &qwen3moe_architecture(),
       &llada_architecture(),
       &dream_architecture(),
+      &llada_moe_architecture(),
   };
   return all;
 }

@@ -20,10 +20,9 @@ Status describe_transformer_layers(const ModelSource&, ModelConfig& c) {
   return {};
 }
 
-Result<BlockWeights> bind_transformer_block(WeightBinder& b, const ModelConfig& c, int32_t layer) {
+Status bind_attention_mixer(WeightBinder& b, const ModelConfig& c, int32_t layer, BlockWeights& block) {
   const LayerSpec& s = c.layers[layer];
   const std::string p = fmt::format("blk.{}.", layer);
-  BlockWeights block;
   ASSIGN_OR_RETURN(block.mixer_norm, b.vector_f32(p + "attn_norm.weight", c.n_embd, true));
   AttentionWeights a;
   ASSIGN_OR_RETURN(a.wq, b.matrix(p + "attn_q.weight", s.q_dim(), c.n_embd));
@@ -39,6 +38,14 @@ Result<BlockWeights> bind_transformer_block(WeightBinder& b, const ModelConfig& 
     ASSIGN_OR_RETURN(a.k_norm, b.vector_f32(p + "attn_k_norm.weight", s.head_dim, true));
   }
   block.mixer = a;
+  return {};
+}
+
+Result<BlockWeights> bind_transformer_block(WeightBinder& b, const ModelConfig& c, int32_t layer) {
+  const LayerSpec& s = c.layers[layer];
+  const std::string p = fmt::format("blk.{}.", layer);
+  BlockWeights block;
+  SPILLWAY_TRY(bind_attention_mixer(b, c, layer, block));
   ASSIGN_OR_RETURN(block.ffn_norm, b.vector_f32(p + "ffn_norm.weight", c.n_embd, true));
   DenseFfnWeights f;
   ASSIGN_OR_RETURN(f.w_gate, b.matrix(p + "ffn_gate.weight", s.n_ff, c.n_embd));

@@ -1,0 +1,267 @@
+#include "engine/residency/expert_cache.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "engine/residency/unit_layout.h"
+
+namespace spillway::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertCacheStats& before) {
+  ExpertCacheReport r;
+  r.expert_requests_hit = now.hits - before.hits;
+  r.expert_requests_miss = now.misses - before.misses;
+  r.expert_bytes_read = now.bytes_read - before.bytes_read;
+  r.evictions = now.evictions - before.evictions;
+  r.io_stall_seconds = now.stall_seconds - before.stall_seconds;
+  r.read_seconds = now.read_seconds - before.read_seconds;
+  const uint64_t requests = r.expert_requests_hit + r.expert_requests_miss;
+  r.hit_rate = requests > 0 ? static_cast<double>(r.expert_requests_hit) / static_cast<double>(requests) : 0.0;
+  r.resident_experts = now.resident_experts;
+  r.slots = now.slots;
+  r.cache_bytes = now.cache_bytes;
+  return r;
+}
+
+Status ExpertCache::build(const Model& model) {
+  TensorLocator locator(model);
+  const auto& layers = model.layers();
+  units_.assign(layers.size(), {});
+  slot_of_.assign(layers.size(), {});
+  layer_slots_.assign(layers.size(), 0);
+  layer_floor_.assign(layers.size(), 0);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto* moe = std::get_if<MoeFfnWeights>(&layers[l].ffn);
+    if (!moe) continue;
+    const LayerSpec& spec = model.config().layers[l];
+    layer_floor_[l] = 2 * spec.n_expert_used;
+    units_[l].resize(moe->experts.size());
+    slot_of_[l].assign(moe->experts.size(), -1);
+    for (size_t e = 0; e < moe->experts.size(); ++e) {
+      ExpertUnit& u = units_[l][e];
+      u.shape = moe->experts[e];
+      std::vector<const TensorInfo*> tensors;
+      Status located;
+      u.shape.for_each_matrix([&](kernels::WeightMatrix& m) {
+        auto t = locator.locate(m);
+        if (!t) {
+          if (located.ok()) located = t.error();
+          return;
+        }
+        tensors.push_back(*t);
+        m.data = nullptr;
+        if (options_.retile && kernels::has_tiled_layout(m.type, m.cols)) {
+          m.layout = kernels::WeightLayout::Tiled;
+          retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
+        }
+      });
+      SPILLWAY_TRY(located);
+      // Gap 0: only touching ranges merge (the expert's slices of separate tensors lie
+      // n_expert slices apart; reading what lies between would be other experts' bytes).
+      u.unit.id = static_cast<int32_t>(e);
+      const std::vector<uint64_t> offsets = build_stream_unit(tensors, 0, u.unit);
+      std::copy(offsets.begin(), offsets.end(), u.offsets);
+      slot_bytes_ = std::max(slot_bytes_, u.unit.buffer_bytes);
+    }
+  }
+  return {};
+}
+
+Result<ExpertCache::Sizes> ExpertCache::measure(const Model& model) {
+  ExpertCache c;
+  SPILLWAY_TRY(c.build(model));
+  Sizes s;
+  s.slot_bytes = static_cast<int64_t>(c.slot_bytes_);
+  int32_t moe_layers = 0, floors = 0;
+  for (size_t l = 0; l < c.units_.size(); ++l) {
+    if (c.units_[l].empty()) continue;
+    ++moe_layers;
+    floors += c.layer_floor_[l];
+    s.min_slots = std::max(s.min_slots, model.config().layers[l].n_expert_used);
+    s.routed_expert_bytes += s.slot_bytes * static_cast<int64_t>(c.units_[l].size());
+  }
+  s.floor_slots = floors;
+  if (moe_layers == 0) return Error{fmt::format("{}: the model has no routed experts", model.source().path())};
+  return s;
+}
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, std::vector<const DirectReader*> files,
+                                                         const ExpertCacheOptions& options) {
+  ASSIGN_OR_RETURN(const Sizes sizes, measure(model));
+  std::unique_ptr<ExpertCache> c(new ExpertCache());
+  c->files_ = std::move(files);
+  c->options_ = options;
+  SPILLWAY_TRY(c->build(model));
+  const int64_t want = std::max<int64_t>(options.cache_bytes / std::max<int64_t>(sizes.slot_bytes, 1), sizes.min_slots);
+  int64_t total_experts = 0;
+  for (const auto& u : c->units_) total_experts += static_cast<int64_t>(u.size());
+  const auto n_slots = static_cast<int32_t>(std::min(want, total_experts));
+  if (n_slots < sizes.floor_slots) std::fill(c->layer_floor_.begin(), c->layer_floor_.end(), 0);
+  c->memory_ = AlignedBytes::allocate(c->slot_bytes_ * static_cast<uint64_t>(n_slots));
+  c->slots_.resize(n_slots);
+  for (int32_t i = 0; i < n_slots; ++i) c->slots_[i].buffer = c->memory_.data.get() + c->slot_bytes_ * i;
+  c->stats_.slots = n_slots;
+  c->stats_.cache_bytes = static_cast<int64_t>(c->slot_bytes_) * n_slots;
+  const int32_t n_readers = std::max(1, options.read_threads);
+  for (int32_t i = 0; i < n_readers; ++i) c->readers_.emplace_back([p = c.get()] { p->reader_loop(); });
+  return c;
+}
+
+ExpertCache::~ExpertCache() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& t : readers_) t.join();
+}
+
+void ExpertCache::reader_loop() {
+  std::vector<uint8_t> scratch(retile_scratch_bytes_);
+  std::unique_lock lk(mu_);
+  for (;;) {
+    work_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const ReadJob job = queue_.back();
+    queue_.pop_back();
+    lk.unlock();
+    const auto start = Clock::now();
+    Status st = read_stream_unit(files_, job.unit->unit, job.buffer);
+    if (st.ok()) {
+      // Retile in place, as a resident layer's matrices are (weight_residency.cpp).
+      int i = 0;
+      const_cast<ExpertWeights&>(job.unit->shape).for_each_matrix([&](kernels::WeightMatrix& m) {
+        const uint64_t offset = job.unit->offsets[i++];
+        if (m.layout == kernels::WeightLayout::Tiled) {
+          kernels::retile_in_place(m.type, job.buffer + offset, m.rows, m.cols, scratch.data());
+        }
+      });
+    }
+    const double seconds = seconds_since(start);
+    lk.lock();
+    stats_.read_seconds += seconds;
+    if (st.ok()) {
+      for (const UnitRange& r : job.unit->unit.ranges) stats_.bytes_read += r.bytes;
+    } else if (first_error_.empty()) {
+      first_error_ = st.error().message;
+    }
+    if (--pending_ == 0) done_.notify_all();
+  }
+}
+
+int32_t ExpertCache::pick_victim(int32_t layer) const {
+  int32_t best = -1, best_any = -1;
+  for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
+    const Slot& s = slots_[i];
+    if (s.pinned) continue;
+    if (s.layer < 0) return i;  // free
+    if (best_any < 0 || s.last_use < slots_[best_any].last_use) best_any = i;
+    const bool floor_ok = s.layer == layer || layer_slots_[s.layer] > layer_floor_[s.layer];
+    if (floor_ok && (best < 0 || s.last_use < slots_[best].last_use)) best = i;
+  }
+  return best >= 0 ? best : best_any;
+}
+
+Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, std::span<const int32_t> ids) {
+  if (layer < 0 || layer >= static_cast<int32_t>(units_.size()) || units_[layer].empty()) {
+    return Error{fmt::format("expert cache: layer {} has no routed experts", layer)};
+  }
+  if (ids.size() > slots_.size()) {
+    return Error{fmt::format("expert cache: {} experts requested at once, {} slots", ids.size(), slots_.size())};
+  }
+  const auto n_expert = static_cast<int32_t>(units_[layer].size());
+  std::vector<const ExpertWeights*> out(ids.size(), nullptr);
+  std::vector<std::pair<size_t, int32_t>> misses;  // (index in ids, slot)
+  ++tick_;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t e = ids[i];
+    if (e < 0 || e >= n_expert) return Error{fmt::format("expert cache: layer {} has no expert {}", layer, e)};
+    const int32_t s = slot_of_[layer][e];
+    if (s >= 0) {
+      slots_[s].pinned = true;
+      slots_[s].last_use = tick_;
+      out[i] = &slots_[s].weights;
+      ++stats_.hits;
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (out[i]) continue;
+    const int32_t e = ids[i];
+    const int32_t s = pick_victim(layer);
+    assert(s >= 0);  // ids.size() <= slots and only this layer's experts are pinned
+    Slot& slot = slots_[s];
+    if (slot.layer >= 0) {
+      slot_of_[slot.layer][slot.expert] = -1;
+      --layer_slots_[slot.layer];
+      ++stats_.evictions;
+    }
+    slot.layer = layer;
+    slot.expert = e;
+    slot.pinned = true;
+    slot.last_use = tick_;
+    slot_of_[layer][e] = s;
+    ++layer_slots_[layer];
+    const ExpertUnit& u = units_[layer][e];
+    slot.weights = u.shape;
+    int m = 0;
+    slot.weights.for_each_matrix([&](kernels::WeightMatrix& w) { w.data = slot.buffer + u.offsets[m++]; });
+    out[i] = &slot.weights;
+    misses.emplace_back(i, s);
+    ++stats_.misses;
+  }
+  if (!misses.empty()) {
+    const auto start = Clock::now();
+    std::string error;
+    {
+      std::unique_lock lk(mu_);
+      for (const auto& [i, s] : misses) queue_.push_back({&units_[layer][ids[i]], slots_[s].buffer});
+      pending_ += misses.size();
+      work_.notify_all();
+      done_.wait(lk, [&] { return pending_ == 0; });
+      error.swap(first_error_);
+    }
+    stats_.stall_seconds += seconds_since(start);
+    if (!error.empty()) {
+      // The failed slots hold garbage: forget every expert of this request that was read.
+      for (const auto& [i, s] : misses) {
+        Slot& slot = slots_[s];
+        slot_of_[slot.layer][slot.expert] = -1;
+        --layer_slots_[slot.layer];
+        slot.layer = slot.expert = -1;
+        slot.pinned = false;
+      }
+      release(layer);
+      return Error{error};
+    }
+  }
+  return out;
+}
+
+void ExpertCache::release(int32_t layer) {
+  for (Slot& s : slots_) {
+    if (s.layer == layer) s.pinned = false;
+  }
+}
+
+ExpertCacheStats ExpertCache::stats() const {
+  std::lock_guard lk(mu_);
+  ExpertCacheStats s = stats_;
+  s.resident_experts = 0;
+  for (const Slot& slot : slots_) s.resident_experts += slot.layer >= 0;
+  return s;
+}
+
+}  // namespace spillway::engine

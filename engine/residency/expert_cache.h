@@ -1,0 +1,137 @@
+// The RAM tier of routed MoE experts (issue #16, "Expert tier"): a fixed number of
+// equal-sized slots, each holding one expert ({layer, expert}: its gate, up and down
+// matrices, read from the model file and retiled like a resident layer). The forward asks
+// for the experts one MoE layer's tokens route to (acquire); hits are served from their
+// slots, misses are read into free or evicted slots by a pool of reader threads in parallel
+// (pread through DirectReader: O_DIRECT where the filesystem allows it), all of a layer's
+// misses at once. The experts of the layer being computed stay pinned until release.
+//
+// Policy: least recently used, with a per-layer floor of 2 x top-k slots (a layer holding
+// no more than its floor loses slots only to itself) when the cache has room for every
+// layer's floor; otherwise plain LRU. Any slot count >= max_pin() works: callers with more
+// distinct experts than that run them in waves (release between waves).
+//
+// The slots hold the same bytes the file holds, in the layout a resident layer would use,
+// so outputs are bit-identical to the mapped model whatever the cache size.
+//
+// Thread contract: acquire/release/stats from one thread (the engine thread); the reader
+// threads are internal.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/model/model.h"
+#include "engine/platform/direct_reader.h"
+#include "engine/residency/weight_streamer.h"
+
+namespace spillway::engine {
+
+struct ExpertCacheOptions {
+  int64_t cache_bytes = 0;    // slot memory; rounded down to whole slots, at least min_slots
+  int32_t read_threads = 8;   // parallel reads in flight (queue depth)
+  bool retile = true;         // the kernels' tiled layout where they have one
+};
+
+struct ExpertCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t bytes_read = 0;    // file bytes read for misses
+  uint64_t evictions = 0;     // a cached expert replaced by another
+  double read_seconds = 0;    // summed over the reader threads
+  double stall_seconds = 0;   // engine thread waiting for misses
+  int32_t slots = 0;
+  int32_t resident_experts = 0;
+  int64_t cache_bytes = 0;
+};
+
+// The counters as JSON-ready name/value pairs with the Prometheus names of issue #16 (no
+// `spillway_` prefix): what `spillway run --json` and `bench --json` report. `before`: a
+// snapshot to subtract from the cumulative counters (zeros: since start).
+struct ExpertCacheReport {
+  uint64_t expert_requests_hit = 0, expert_requests_miss = 0, expert_bytes_read = 0, evictions = 0;
+  double io_stall_seconds = 0, read_seconds = 0, hit_rate = 0;
+  int32_t resident_experts = 0, slots = 0;
+  int64_t cache_bytes = 0;
+};
+ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertCacheStats& before = {});
+
+class ExpertCache {
+ public:
+  // Slot size and the fewest slots a cache of this model may have (the largest top-k).
+  struct Sizes {
+    int64_t slot_bytes = 0;
+    int32_t min_slots = 0;
+    int32_t floor_slots = 0;  // per-layer floor x MoE layers: LRU floors apply from here
+    int64_t routed_expert_bytes = 0;  // all routed experts, as slots would hold them
+  };
+  static Result<Sizes> measure(const Model& model);
+
+  // files: the model's files (ModelSource::files order), outliving the cache.
+  static Result<std::unique_ptr<ExpertCache>> create(const Model& model, std::vector<const DirectReader*> files,
+                                                     const ExpertCacheOptions& options);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Pins experts `ids` (distinct, at most max_pin() of them) of MoE layer `layer` and returns
+  // their views in order, valid until release(layer). Reads the misses in parallel. An Error
+  // when a read failed (it names the file) or the request is invalid.
+  Result<std::vector<const ExpertWeights*>> acquire(int32_t layer, std::span<const int32_t> ids);
+  void release(int32_t layer);
+  int32_t max_pin() const { return static_cast<int32_t>(slots_.size()); }
+  ExpertCacheStats stats() const;
+
+ private:
+  struct ExpertUnit {
+    StreamUnit unit;
+    uint64_t offsets[3] = {};  // gate, up, down in the unit's buffer
+    ExpertWeights shape;       // types, dims and layouts (data unset)
+  };
+  struct Slot {
+    int32_t layer = -1, expert = -1;
+    uint64_t last_use = 0;
+    bool pinned = false;
+    ExpertWeights weights;
+    uint8_t* buffer = nullptr;
+  };
+  struct ReadJob {
+    const ExpertUnit* unit;
+    uint8_t* buffer;
+  };
+
+  ExpertCache() = default;
+  Status build(const Model& model);
+  int32_t pick_victim(int32_t layer) const;  // an unpinned slot, or -1
+  void reader_loop();
+
+  std::vector<const DirectReader*> files_;
+  ExpertCacheOptions options_;
+  std::vector<std::vector<ExpertUnit>> units_;      // [layer][expert]; empty for dense layers
+  std::vector<std::vector<int32_t>> slot_of_;       // [layer][expert] -> slot or -1
+  std::vector<int32_t> layer_slots_;                // slots each layer holds
+  std::vector<int32_t> layer_floor_;                // 2 x top-k, or 0 when floors are off
+  uint64_t slot_bytes_ = 0;
+  AlignedBytes memory_;
+  std::vector<Slot> slots_;
+  uint64_t tick_ = 0;
+  size_t retile_scratch_bytes_ = 0;
+
+  // Reader pool.
+  mutable std::mutex mu_;
+  std::condition_variable work_, done_;
+  std::vector<ReadJob> queue_;
+  size_t pending_ = 0;
+  std::string first_error_;
+  bool stop_ = false;
+  std::vector<std::thread> readers_;
+  ExpertCacheStats stats_;
+};
+
+}  // namespace spillway::engine
