@@ -20,5 +20,7 @@ void add_bench_command(CLI::App& app, int& exit_code);
 // `spillway expert-trace --model PATH --prompts FILE [...]`: MoE routing replayed through
 // expert-cache policies (hit rates).
 void add_expert_trace_command(CLI::App& app, int& exit_code);
+// `spillway mobile-eval --model PATH --prompts FILE [...]`: MoBiLE decoding, JSON lines.
+void add_mobile_eval_command(CLI::App& app, int& exit_code);
 
 }  // namespace spillway::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   spillway::cli::add_make_demo_model_command(app, exit_code);
   spillway::cli::add_bench_command(app, exit_code);
   spillway::cli::add_expert_trace_command(app, exit_code);
+  spillway::cli::add_mobile_eval_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

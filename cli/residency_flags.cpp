@@ -46,6 +46,12 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
                  "(experts stay in their layers)")
       ->envname("SPILLWAY_EXPERT_CACHE")
       ->capture_default_str();
+  cmd.add_option("--expert-cache-policy", f.expert_cache_policy,
+                 "Which cached expert a miss replaces: lru (least recently used, per-layer floor of 2 x "
+                 "top-k) or lfu (least frequently used); `spillway expert-trace` compares them")
+      ->envname("SPILLWAY_EXPERT_CACHE_POLICY")
+      ->check(CLI::IsMember({"lru", "lfu"}))
+      ->capture_default_str();
 }
 
 Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
@@ -71,6 +77,7 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
     }
     o.expert_cache_bytes = *bytes;
   }
+  o.expert_cache_lfu = f.expert_cache_policy == "lfu";
   if (f.resident_layers == "all") {
     o.resident_layers = INT32_MAX;  // clamped to the layer count by the plan
   } else if (f.resident_layers != "auto") {

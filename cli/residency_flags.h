@@ -24,6 +24,7 @@ struct ResidencyFlags {
   std::string placement = "first";      // first | last | interleaved
   int prefetch_depth = 2;
   std::string expert_cache = "auto";    // SIZE | auto | off (MoE models)
+  std::string expert_cache_policy = "lru";  // lru | lfu
 };
 
 void add_residency_flags(CLI::App& command, ResidencyFlags& flags);

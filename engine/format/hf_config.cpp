@@ -27,7 +27,16 @@ constexpr ModelTypeDefaults kModelTypes[] = {
     {"llama", 2048, 1e-6, 10000.0},
     {"qwen2", 32768, 1e-6, 10000.0},
     {"qwen3", 32768, 1e-6, 10000.0},
+    {"qwen3_moe", 32768, 1e-6, 10000.0},
 };
+
+// The engine's architecture name of a model_type, where they differ.
+std::string architecture_of(std::string_view model_type) {
+  if (model_type == "qwen3_moe") return "qwen3moe";
+  return std::string(model_type);
+}
+
+
 
 // Typed reads of config.json keys; a JSON null counts as absent (transformers writes
 // "head_dim": null, "rope_scaling": null). Errors name the file and the key.
@@ -178,6 +187,30 @@ std::string supported_hf_model_types() {
   return out;
 }
 
+// qwen3_moe: the expert keys, as GGUF metadata (model/arch/moe_block.h reads them).
+static Status import_moe_config(const std::string& path, const ConfigReader& r, const std::string& arch, Metadata& meta) {
+  const std::string p = arch + ".";
+  for (const auto& [hf, gguf] : {std::pair{"num_experts", "expert_count"}, std::pair{"num_experts_per_tok", "expert_used_count"},
+                                 std::pair{"moe_intermediate_size", "expert_feed_forward_length"}}) {
+    auto v = r.required_positive_int(hf);
+    if (!v) return v.error();
+    meta.set(p + gguf, *v);
+  }
+  // transformers' Qwen3MoeConfig default: false (Qwen3-30B-A3B's config says true).
+  auto norm = r.boolean("norm_topk_prob");
+  if (!norm) return norm.error();
+  meta.set(p + "expert_weights_norm", norm->value_or(false));
+  auto step = r.positive_int("decoder_sparse_step");
+  if (!step) return step.error();
+  if (step->value_or(1) != 1) {
+    return Error{fmt::format("{}: key 'decoder_sparse_step' = {} is not supported (1: every layer MoE)", path, **step)};
+  }
+  if (const json* dense = r.find("mlp_only_layers"); dense && !(dense->is_array() && dense->empty())) {
+    return Error{fmt::format("{}: key 'mlp_only_layers' = {} is not supported (every layer MoE)", path, dense->dump())};
+  }
+  return {};
+}
+
 Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   auto config = read_json_object(path);
   if (!config) return config.error();
@@ -194,7 +227,7 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
     return Error{fmt::format("{}: model_type '{}' is not supported (supported: {})", path,
                              **model_type, supported_hf_model_types())};
   }
-  const std::string arch(defaults->model_type);
+  const std::string arch = architecture_of(defaults->model_type);
   HfConfig out;
   out.model_type = arch;
 
@@ -278,6 +311,7 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   meta.set(p + "context_length", context->value_or(defaults->max_position_embeddings));
   if (vocab->has_value()) meta.set(p + "vocab_size", **vocab);
 
+  if (arch == "qwen3moe") SPILLWAY_TRY(import_moe_config(path, r, arch, meta));
   if (const json* scaling = r.find("rope_scaling")) {
     SPILLWAY_TRY(import_rope_scaling(path, *scaling, "rope_scaling", arch, meta));
   } else if (rope_parameters) {

@@ -34,6 +34,16 @@ constexpr NamePair kPerLayer[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router (qwen3_moe)
+};
+
+// MoE experts: "mlp.experts.E.{gate,up,down}_proj.weight" -> "ffn_{gate,up,down}_exps.E.weight"
+// (one 2-D tensor per expert; GGUF files stack them into one 3-D tensor instead).
+constexpr std::string_view kExpertPrefix = "mlp.experts.";
+constexpr NamePair kExpertParts[] = {
+    {"gate_proj.weight", "ffn_gate_exps"},
+    {"up_proj.weight", "ffn_up_exps"},
+    {"down_proj.weight", "ffn_down_exps"},
 };
 
 constexpr std::string_view kLayerPrefix = "model.layers.";
@@ -63,6 +73,17 @@ std::string gguf_tensor_name(std::string_view hf_name) {
       out += '.';
       out += p.gguf;
       return out;
+    }
+  }
+  if (suffix.starts_with(kExpertPrefix)) {
+    const std::string_view e = suffix.substr(kExpertPrefix.size());
+    size_t n = 0;
+    while (n < e.size() && e[n] >= '0' && e[n] <= '9') ++n;
+    if (n == 0 || n > kMaxLayerDigits || (n > 1 && e[0] == '0') || n == e.size() || e[n] != '.') return "";
+    for (const NamePair& p : kExpertParts) {
+      if (e.substr(n + 1) == p.hf) {
+        return "blk." + std::string(layer) + "." + std::string(p.gguf) + "." + std::string(e.substr(0, n)) + ".weight";
+      }
     }
   }
   return "";

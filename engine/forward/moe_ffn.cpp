@@ -152,10 +152,13 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   const size_t wave = static_cast<size_t>(std::max(1, source.max_experts_per_acquire()));
   for (size_t first = 0; first < used_ids_.size(); first += wave) {
     const std::span<const int32_t> ids(used_ids_.data() + first, std::min(wave, used_ids_.size() - first));
-    auto experts = source.acquire_experts(layer, ids);
+    // The experts already in memory first, then each one read from disk as it lands: the
+    // reads of the misses overlap the compute of the hits. (Each expert writes only its own
+    // rows of slot_out_, so the order does not change a bit.)
+    auto experts = source.begin_acquire_experts(layer, ids, ready_);
     if (!experts) return experts.error();
-    assert(experts->size() == ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
+    assert(experts->size() == ids.size() && ready_.size() == ids.size());
+    auto run_expert = [&](size_t i) {
       const int32_t e = ids[i];
       const ExpertWeights& ew = *(*experts)[i];
       const int32_t begin = expert_begin_[e];
@@ -178,7 +181,17 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
       for (int32_t r = 0; r < rows; ++r) {
         std::memcpy(slot_out_.data + size_t(pair_slot_[begin + r]) * d, ye_.data + size_t(r) * d, row_bytes);
       }
+    };
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ready_[i]) run_expert(i);
     }
+    Status waited;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ready_[i]) continue;
+      if (waited.ok()) waited = source.wait_expert(layer, i);  // after an error: drain only
+      if (waited.ok()) run_expert(i);
+    }
+    SPILLWAY_TRY(waited);
     if (first + wave < used_ids_.size()) source.release_experts(layer);
   }
 

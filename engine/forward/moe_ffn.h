@@ -82,6 +82,7 @@ class MoeFfn {
   std::vector<float> sel_w_;      // [tokens, k]
   // Grouping: pairs (token, slot) sorted by expert; per expert its first pair.
   std::vector<int32_t> pair_token_, pair_slot_, expert_begin_, cursor_, used_ids_;
+  std::vector<uint8_t> ready_;  // per expert of the current wave: already in memory
   AlignedBuffer xe_, ge_, ue_, ye_;  // one expert's rows: [tokens, n_embd | ff | ff | n_embd]
   AlignedBuffer slot_out_;           // [tokens * k, n_embd] each (token, slot)'s expert output
   AlignedBuffer sg_, su_, sh_out_;   // shared expert [tokens, ff_shared | ff_shared | n_embd]

@@ -48,8 +48,9 @@ DirectReader::~DirectReader() {
   if (buffered_fd_ >= 0) ::close(buffered_fd_);
 }
 
-int DirectReader::pread_all(int fd, uint64_t offset, uint64_t size, uint8_t* dst) {
-  uint64_t done = 0;
+int DirectReader::pread_all(int fd, uint64_t offset, uint64_t size, uint8_t* dst, uint64_t* got) {
+  uint64_t& done = *got;
+  done = 0;
   while (done < size) {
     const ssize_t n = ::pread(fd, dst + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
@@ -72,9 +73,17 @@ Result<const uint8_t*> DirectReader::read(uint64_t offset, uint64_t size, uint8_
   // Never ask for bytes past the end of the file: direct reads there are short anyway.
   const uint64_t span = std::min(align_up(offset + size), align_up(file_size_)) - start;
   const uint8_t* result = dst + (offset - start);
+  // The file ended before the range did: it shrank since it was opened.
+  const uint64_t needed = offset + size - start;
+  auto short_read = [&](uint64_t got) {
+    return Error{fmt::format("{}: read of {} bytes at offset {} ended after {}: the file is shorter than when "
+                             "it was opened ({} bytes)",
+                             path_, span, start, got, file_size_)};
+  };
+  uint64_t got = 0;
   if (direct_fd_ >= 0 && !direct_refused_.load(std::memory_order_relaxed)) {
-    const int err = pread_all(direct_fd_, start, span, dst);
-    if (err == 0) return result;
+    const int err = pread_all(direct_fd_, start, span, dst, &got);
+    if (err == 0) return got >= needed ? Result<const uint8_t*>(result) : Result<const uint8_t*>(short_read(got));
     // EINVAL: the filesystem accepted O_DIRECT at open but refuses the reads: fall back
     // for good.
     if (err != EINVAL) {
@@ -83,11 +92,12 @@ Result<const uint8_t*> DirectReader::read(uint64_t offset, uint64_t size, uint8_
     }
     direct_refused_.store(true, std::memory_order_relaxed);
   }
-  const int err = pread_all(buffered_fd_, start, span, dst);
+  const int err = pread_all(buffered_fd_, start, span, dst, &got);
   if (err != 0) {
     return Error{fmt::format("{}: read of {} bytes at offset {} failed: {}", path_, span, start,
                              std::strerror(err))};
   }
+  if (got < needed) return short_read(got);
   ::posix_fadvise(buffered_fd_, static_cast<off_t>(start), static_cast<off_t>(span),
                   POSIX_FADV_DONTNEED);
   return result;

@@ -42,8 +42,8 @@ class DirectReader {
 
  private:
   DirectReader() = default;
-  // Reads until size bytes or end of file; 0 or an errno value.
-  static int pread_all(int fd, uint64_t offset, uint64_t size, uint8_t* dst);
+  // Reads until size bytes or end of file (*got: the bytes read); 0 or an errno value.
+  static int pread_all(int fd, uint64_t offset, uint64_t size, uint8_t* dst, uint64_t* got);
 
   std::string path_;
   int direct_fd_ = -1;    // O_DIRECT descriptor, or -1

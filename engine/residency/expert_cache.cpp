@@ -41,6 +41,7 @@ Status ExpertCache::build(const Model& model) {
   const auto& layers = model.layers();
   units_.assign(layers.size(), {});
   slot_of_.assign(layers.size(), {});
+  requests_.assign(layers.size(), {});
   layer_slots_.assign(layers.size(), 0);
   layer_floor_.assign(layers.size(), 0);
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -50,6 +51,7 @@ Status ExpertCache::build(const Model& model) {
     layer_floor_[l] = 2 * spec.n_expert_used;
     units_[l].resize(moe->experts.size());
     slot_of_[l].assign(moe->experts.size(), -1);
+    requests_[l].assign(moe->experts.size(), 0);
     for (size_t e = 0; e < moe->experts.size(); ++e) {
       ExpertUnit& u = units_[l][e];
       u.shape = moe->experts[e];
@@ -109,12 +111,10 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, std
   int64_t total_experts = 0;
   for (const auto& u : c->units_) total_experts += static_cast<int64_t>(u.size());
   const auto n_slots = static_cast<int32_t>(std::min(want, total_experts));
-  if (n_slots < sizes.floor_slots) std::fill(c->layer_floor_.begin(), c->layer_floor_.end(), 0);
-  c->memory_ = AlignedBytes::allocate(c->slot_bytes_ * static_cast<uint64_t>(n_slots));
-  c->slots_.resize(n_slots);
-  for (int32_t i = 0; i < n_slots; ++i) c->slots_[i].buffer = c->memory_.data.get() + c->slot_bytes_ * i;
-  c->stats_.slots = n_slots;
-  c->stats_.cache_bytes = static_cast<int64_t>(c->slot_bytes_) * n_slots;
+  c->layer_floor_wanted_ = c->layer_floor_;
+  c->min_slots_ = sizes.min_slots;
+  c->created_slots_ = n_slots;
+  c->grow(n_slots);
   const int32_t n_readers = std::max(1, options.read_threads);
   for (int32_t i = 0; i < n_readers; ++i) c->readers_.emplace_back([p = c.get()] { p->reader_loop(); });
   return c;
@@ -135,8 +135,8 @@ void ExpertCache::reader_loop() {
   for (;;) {
     work_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    const ReadJob job = queue_.back();
-    queue_.pop_back();
+    const ReadJob job = queue_.front();
+    queue_.pop_front();
     lk.unlock();
     const auto start = Clock::now();
     Status st = read_stream_unit(files_, job.unit->unit, job.buffer);
@@ -158,8 +158,73 @@ void ExpertCache::reader_loop() {
     } else if (first_error_.empty()) {
       first_error_ = st.error().message;
     }
-    if (--pending_ == 0) done_.notify_all();
+    slots_[job.slot].loading = false;
+    --pending_;
+    done_.notify_all();
   }
+}
+
+void ExpertCache::update_floors() {
+  int32_t total = 0;
+  for (int32_t f : layer_floor_wanted_) total += f;
+  const bool on = options_.policy == ExpertCachePolicy::LruFloor && static_cast<int32_t>(slots_.size()) >= total;
+  for (size_t l = 0; l < layer_floor_.size(); ++l) layer_floor_[l] = on ? layer_floor_wanted_[l] : 0;
+  stats_.slots = static_cast<int32_t>(slots_.size());
+  stats_.cache_bytes = static_cast<int64_t>(slot_bytes_) * stats_.slots;
+}
+
+int32_t ExpertCache::grow(int32_t n) {
+  int32_t added = 0;
+  while (added < n && static_cast<int32_t>(slots_.size()) < created_slots_) {
+    Slot& s = slots_.emplace_back();
+    s.memory = AlignedBytes::allocate(slot_bytes_);
+    s.buffer = s.memory.data.get();
+    ++added;
+  }
+  update_floors();
+  return added;
+}
+
+int32_t ExpertCache::shrink(int32_t n) {
+  int32_t dropped = 0;
+  while (dropped < n && static_cast<int32_t>(slots_.size()) > min_slots_) {
+    // The least recently used slot (free slots first: last_use 0).
+    int32_t victim = -1;
+    for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
+      if (slots_[i].pinned) continue;
+      if (slots_[i].layer < 0) {
+        victim = i;
+        break;
+      }
+      if (victim < 0 || slots_[i].last_use < slots_[victim].last_use) victim = i;
+    }
+    if (victim < 0) break;
+    Slot& s = slots_[victim];
+    if (s.layer >= 0) {
+      slot_of_[s.layer][s.expert] = -1;
+      --layer_slots_[s.layer];
+      ++stats_.evictions;
+    }
+    // Move the last slot into the hole and repoint its expert.
+    if (victim != static_cast<int32_t>(slots_.size()) - 1) {
+      s = std::move(slots_.back());
+      if (s.layer >= 0) slot_of_[s.layer][s.expert] = victim;
+    }
+    slots_.pop_back();
+    ++dropped;
+  }
+  update_floors();
+  return dropped;
+}
+
+bool ExpertCache::better_victim(int32_t a, int32_t b) const {
+  const Slot& x = slots_[a];
+  const Slot& y = slots_[b];
+  if (options_.policy == ExpertCachePolicy::Lfu) {
+    const uint64_t fx = requests_[x.layer][x.expert], fy = requests_[y.layer][y.expert];
+    if (fx != fy) return fx < fy;
+  }
+  return x.last_use < y.last_use;
 }
 
 int32_t ExpertCache::pick_victim(int32_t layer) const {
@@ -168,14 +233,25 @@ int32_t ExpertCache::pick_victim(int32_t layer) const {
     const Slot& s = slots_[i];
     if (s.pinned) continue;
     if (s.layer < 0) return i;  // free
-    if (best_any < 0 || s.last_use < slots_[best_any].last_use) best_any = i;
+    if (best_any < 0 || better_victim(i, best_any)) best_any = i;
     const bool floor_ok = s.layer == layer || layer_slots_[s.layer] > layer_floor_[s.layer];
-    if (floor_ok && (best < 0 || s.last_use < slots_[best].last_use)) best = i;
+    if (floor_ok && (best < 0 || better_victim(i, best))) best = i;
   }
   return best >= 0 ? best : best_any;
 }
 
 Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, std::span<const int32_t> ids) {
+  std::vector<uint8_t> ready;
+  auto out = begin_acquire(layer, ids, ready);
+  if (!out) return out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!ready[i]) SPILLWAY_TRY(wait(i));
+  }
+  return out;
+}
+
+Result<std::vector<const ExpertWeights*>> ExpertCache::begin_acquire(int32_t layer, std::span<const int32_t> ids,
+                                                                     std::vector<uint8_t>& ready) {
   if (layer < 0 || layer >= static_cast<int32_t>(units_.size()) || units_[layer].empty()) {
     return Error{fmt::format("expert cache: layer {} has no routed experts", layer)};
   }
@@ -183,20 +259,27 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     return Error{fmt::format("expert cache: {} experts requested at once, {} slots", ids.size(), slots_.size())};
   }
   const auto n_expert = static_cast<int32_t>(units_[layer].size());
-  std::vector<const ExpertWeights*> out(ids.size(), nullptr);
-  std::vector<std::pair<size_t, int32_t>> misses;  // (index in ids, slot)
-  ++tick_;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t e = ids[i];
+  for (const int32_t e : ids) {
     if (e < 0 || e >= n_expert) return Error{fmt::format("expert cache: layer {} has no expert {}", layer, e)};
-    const int32_t s = slot_of_[layer][e];
+  }
+  std::vector<const ExpertWeights*> out(ids.size(), nullptr);
+  ready.assign(ids.size(), 0);
+  request_slots_.assign(ids.size(), -1);
+  request_layer_ = layer;
+  ++tick_;
+  for (const int32_t e : ids) ++requests_[layer][e];
+  // Hits first, pinned, so that the misses of this request cannot evict them.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t s = slot_of_[layer][ids[i]];
     if (s >= 0) {
       slots_[s].pinned = true;
       slots_[s].last_use = tick_;
       out[i] = &slots_[s].weights;
+      ready[i] = 1;
       ++stats_.hits;
     }
   }
+  std::vector<ReadJob> jobs;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (out[i]) continue;
     const int32_t e = ids[i];
@@ -211,6 +294,7 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     slot.layer = layer;
     slot.expert = e;
     slot.pinned = true;
+    slot.loading = true;
     slot.last_use = tick_;
     slot_of_[layer][e] = s;
     ++layer_slots_[layer];
@@ -219,35 +303,49 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::acquire(int32_t layer, st
     int m = 0;
     slot.weights.for_each_matrix([&](kernels::WeightMatrix& w) { w.data = slot.buffer + u.offsets[m++]; });
     out[i] = &slot.weights;
-    misses.emplace_back(i, s);
+    request_slots_[i] = s;
+    jobs.push_back({&u, slot.buffer, s});
     ++stats_.misses;
   }
-  if (!misses.empty()) {
-    const auto start = Clock::now();
-    std::string error;
-    {
-      std::unique_lock lk(mu_);
-      for (const auto& [i, s] : misses) queue_.push_back({&units_[layer][ids[i]], slots_[s].buffer});
-      pending_ += misses.size();
-      work_.notify_all();
+  if (!jobs.empty()) {
+    std::lock_guard lk(mu_);
+    for (const ReadJob& j : jobs) queue_.push_back(j);  // read in request order
+    pending_ += jobs.size();
+    work_.notify_all();
+  }
+  return out;
+}
+
+Status ExpertCache::wait(size_t index) {
+  if (index >= request_slots_.size() || request_slots_[index] < 0) return {};
+  const int32_t s = request_slots_[index];
+  const auto start = Clock::now();
+  std::string error;
+  {
+    std::unique_lock lk(mu_);
+    done_.wait(lk, [&] { return !slots_[s].loading; });
+    if (!first_error_.empty()) {
+      // Let every read of the request land before its slots are forgotten.
       done_.wait(lk, [&] { return pending_ == 0; });
       error.swap(first_error_);
     }
-    stats_.stall_seconds += seconds_since(start);
-    if (!error.empty()) {
-      // The failed slots hold garbage: forget every expert of this request that was read.
-      for (const auto& [i, s] : misses) {
-        Slot& slot = slots_[s];
-        slot_of_[slot.layer][slot.expert] = -1;
-        --layer_slots_[slot.layer];
-        slot.layer = slot.expert = -1;
-        slot.pinned = false;
-      }
-      release(layer);
-      return Error{error};
-    }
   }
-  return out;
+  stats_.stall_seconds += seconds_since(start);
+  if (error.empty()) return {};
+  // The failed slots hold garbage: forget every expert of this request that was read.
+  for (const int32_t slot_index : request_slots_) {
+    if (slot_index < 0) continue;
+    Slot& slot = slots_[slot_index];
+    if (slot.layer >= 0) {
+      slot_of_[slot.layer][slot.expert] = -1;
+      --layer_slots_[slot.layer];
+    }
+    slot.layer = slot.expert = -1;
+    slot.pinned = false;
+  }
+  request_slots_.clear();
+  release(request_layer_);
+  return Error{error};
 }
 
 void ExpertCache::release(int32_t layer) {

@@ -6,9 +6,9 @@
 // (pread through DirectReader: O_DIRECT where the filesystem allows it), all of a layer's
 // misses at once. The experts of the layer being computed stay pinned until release.
 //
-// Policy: least recently used, with a per-layer floor of 2 x top-k slots (a layer holding
-// no more than its floor loses slots only to itself) when the cache has room for every
-// layer's floor; otherwise plain LRU. Any slot count >= max_pin() works: callers with more
+// Policy (ExpertCachePolicy): least recently used, with a per-layer floor of 2 x top-k slots
+// (a layer holding no more than its floor loses slots only to itself) when the cache has
+// room for every layer's floor, otherwise plain LRU; or least frequently used. Any slot count >= max_pin() works: callers with more
 // distinct experts than that run them in waves (release between waves).
 //
 // The slots hold the same bytes the file holds, in the layout a resident layer would use,
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,7 +34,14 @@
 
 namespace spillway::engine {
 
+// Which cached expert a miss replaces (tools/expert_trace.h replays both offline).
+enum class ExpertCachePolicy {
+  LruFloor,  // least recently used, with the per-layer floor described above
+  Lfu,       // least frequently requested since start, least recently used among equals
+};
+
 struct ExpertCacheOptions {
+  ExpertCachePolicy policy = ExpertCachePolicy::LruFloor;
   int64_t cache_bytes = 0;    // slot memory; rounded down to whole slots, at least min_slots
   int32_t read_threads = 8;   // parallel reads in flight (queue depth)
   bool retile = true;         // the kernels' tiled layout where they have one
@@ -84,8 +92,25 @@ class ExpertCache {
   // their views in order, valid until release(layer). Reads the misses in parallel. An Error
   // when a read failed (it names the file) or the request is invalid.
   Result<std::vector<const ExpertWeights*>> acquire(int32_t layer, std::span<const int32_t> ids);
+  // The same without waiting: the views at once, ready[i] = 1 for the hits; the misses are
+  // being read (in request order) until wait(i) returns for them. Every miss must be
+  // waited for before the next begin_acquire, release or shrink.
+  Result<std::vector<const ExpertWeights*>> begin_acquire(int32_t layer, std::span<const int32_t> ids,
+                                                          std::vector<uint8_t>& ready);
+  // Blocks until expert `index` of the last begin_acquire is loaded. An Error (naming the
+  // file) when a read of the request failed: all its misses are then forgotten and unpinned.
+  Status wait(size_t index);
   void release(int32_t layer);
   int32_t max_pin() const { return static_cast<int32_t>(slots_.size()); }
+
+  // Memory pressure, between steps (nothing pinned): frees up to n slots, least recently
+  // used first, keeping at least min_slots(); returns how many went. grow adds up to n
+  // slots back, never beyond the size the cache was created with; returns how many came.
+  int32_t shrink(int32_t n);
+  int32_t grow(int32_t n);
+  int32_t min_slots() const { return min_slots_; }
+  int32_t created_slots() const { return created_slots_; }
+  int64_t slot_bytes() const { return static_cast<int64_t>(slot_bytes_); }
   ExpertCacheStats stats() const;
 
  private:
@@ -98,27 +123,34 @@ class ExpertCache {
     int32_t layer = -1, expert = -1;
     uint64_t last_use = 0;
     bool pinned = false;
+    bool loading = false;  // a read in flight (under mu_)
     ExpertWeights weights;
+    AlignedBytes memory;  // slot_bytes_, its own allocation so that shrink can free it
     uint8_t* buffer = nullptr;
   };
   struct ReadJob {
     const ExpertUnit* unit;
     uint8_t* buffer;
+    int32_t slot;
   };
 
   ExpertCache() = default;
   Status build(const Model& model);
   int32_t pick_victim(int32_t layer) const;  // an unpinned slot, or -1
+  bool better_victim(int32_t a, int32_t b) const;  // slot a goes before slot b
+  void update_floors();                      // floors on only when every layer's fits
   void reader_loop();
 
   std::vector<const DirectReader*> files_;
   ExpertCacheOptions options_;
   std::vector<std::vector<ExpertUnit>> units_;      // [layer][expert]; empty for dense layers
   std::vector<std::vector<int32_t>> slot_of_;       // [layer][expert] -> slot or -1
+  std::vector<std::vector<uint64_t>> requests_;     // [layer][expert] -> times requested (LFU)
   std::vector<int32_t> layer_slots_;                // slots each layer holds
   std::vector<int32_t> layer_floor_;                // 2 x top-k, or 0 when floors are off
+  std::vector<int32_t> layer_floor_wanted_;         // 2 x top-k
   uint64_t slot_bytes_ = 0;
-  AlignedBytes memory_;
+  int32_t min_slots_ = 0, created_slots_ = 0;
   std::vector<Slot> slots_;
   uint64_t tick_ = 0;
   size_t retile_scratch_bytes_ = 0;
@@ -126,7 +158,9 @@ class ExpertCache {
   // Reader pool.
   mutable std::mutex mu_;
   std::condition_variable work_, done_;
-  std::vector<ReadJob> queue_;
+  std::deque<ReadJob> queue_;
+  std::vector<int32_t> request_slots_;  // the last begin_acquire: per index, its miss's slot or -1
+  int32_t request_layer_ = -1;
   size_t pending_ = 0;
   std::string first_error_;
   bool stop_ = false;

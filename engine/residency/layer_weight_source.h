@@ -34,6 +34,18 @@ class LayerWeightSource {
                                                                    std::span<const int32_t> experts) {
     return Error{fmt::format("layer {} has no routed experts ({} requested)", layer, experts.size())};
   }
+  // acquire_experts without waiting for reads: the views at once, ready[i] = 1 for the
+  // experts already in memory; wait_expert(layer, i) blocks until expert i of this request
+  // is (an Error when its read failed). Every not-ready expert must be waited for before
+  // the next request or release. The default: acquire_experts, all ready.
+  virtual Result<std::vector<const ExpertWeights*>> begin_acquire_experts(int32_t layer,
+                                                                         std::span<const int32_t> experts,
+                                                                         std::vector<uint8_t>& ready) {
+    auto views = acquire_experts(layer, experts);
+    if (views) ready.assign(views->size(), 1);
+    return views;
+  }
+  virtual Status wait_expert(int32_t layer, size_t index) { return {}; }
   // Unpins the experts acquired so far for `layer` (release_layer does too); a MoE FFN with
   // more distinct experts than max_experts_per_acquire() runs them in waves, releasing
   // between waves.

@@ -69,6 +69,15 @@ ResidencyAction ResidencyController::on_step() {
   last_ = source_.read();
   if (under_pressure(last_)) {
     calm_ = false;
+    if (const int32_t can = residency_.expert_cache_shrinkable_slots(); can > 0) {
+      auto n = static_cast<int32_t>(std::ceil(can * policy_.shed_fraction));
+      const int64_t deficit = policy_.floor_bytes - last_.available_bytes;
+      const int64_t slot = std::max<int64_t>(residency_.expert_slot_bytes(), 1);
+      if (deficit > 0) n = std::max<int32_t>(n, static_cast<int32_t>((deficit + slot - 1) / slot));
+      action.expert_slots_shed = residency_.shrink_expert_cache(std::max(n, 1));
+      expert_slots_shed_total_ += action.expert_slots_shed;
+      return action;
+    }
     action.shed = shed(last_);
     shed_total_ += action.shed;
     return action;
@@ -80,6 +89,15 @@ ResidencyAction ResidencyController::on_step() {
   if (std::chrono::duration<double>(now - calm_since_).count() >= policy_.readmit_after_seconds) {
     action.readmitted = readmit(last_);
     readmit_total_ += action.readmitted;
+    const int32_t missing = residency_.expert_cache_missing_slots();
+    if (action.readmitted == 0 && missing > 0) {
+      const int32_t n = std::max<int32_t>(1, static_cast<int32_t>(std::ceil(missing * 0.25)));
+      const int64_t bytes = n * residency_.expert_slot_bytes();
+      if (last_.available_bytes >= policy_.floor_bytes + policy_.readmit_margin_bytes + bytes) {
+        action.expert_slots_readmitted = residency_.grow_expert_cache(n);
+        expert_slots_readmit_total_ += action.expert_slots_readmitted;
+      }
+    }
   }
   return action;
 }

@@ -9,6 +9,9 @@
 // streamed layer per check, lowest index first, never beyond `max_resident_bytes`.
 // The first shed also allocates the streaming buffers (prefetch depth + 1 layers), so it
 // sheds at least that many + 1 layers: shedding fewer would use more memory, not less.
+// With the expert tier of a MoE model, pressure sheds expert-cache slots first (the same
+// fraction of them, or enough for the deficit), layers only once the cache is at its
+// fewest slots; calm re-admits layers first, then a quarter of the shed slots per check.
 //
 // Thread contract: on_step() runs on the engine thread, between steps (it changes which
 // layers the forward streams). Counters are read on the same thread.
@@ -37,6 +40,8 @@ struct PressurePolicy {
 struct ResidencyAction {
   int32_t shed = 0;
   int32_t readmitted = 0;
+  int32_t expert_slots_shed = 0;
+  int32_t expert_slots_readmitted = 0;
   bool checked = false;  // memory was read this step
 };
 
@@ -55,6 +60,8 @@ class ResidencyController {
   const MemoryReading& last_reading() const { return last_; }
   int64_t shed_total() const { return shed_total_; }
   int64_t readmit_total() const { return readmit_total_; }
+  int64_t expert_slots_shed_total() const { return expert_slots_shed_total_; }
+  int64_t expert_slots_readmit_total() const { return expert_slots_readmit_total_; }
 
  private:
   bool under_pressure(const MemoryReading& r) const;
@@ -73,6 +80,8 @@ class ResidencyController {
   MemoryReading last_;
   int64_t shed_total_ = 0;
   int64_t readmit_total_ = 0;
+  int64_t expert_slots_shed_total_ = 0;
+  int64_t expert_slots_readmit_total_ = 0;
 };
 
 }  // namespace spillway::engine

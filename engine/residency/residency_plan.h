@@ -45,6 +45,7 @@ struct ResidencyOptions {
   // not fit the budget, with the room left after the resident layers as cache; -1: off;
   // >= 0: on with this many bytes of cache.
   std::optional<int64_t> expert_cache_bytes;
+  bool expert_cache_lfu = false;  // the cache's policy: least frequently used, else LRU + floor
 };
 
 struct ResidencySizes {
@@ -70,6 +71,7 @@ struct ResidencyPlan {
   // The expert tier (MoE models): on or off, the cache's bytes when on, and the routed
   // experts' bytes (all of them, as slots would hold them) it caches.
   bool expert_tier = false;
+  bool expert_cache_lfu = false;
   int64_t expert_cache_bytes = 0;
   int64_t routed_expert_bytes = 0;
 };

@@ -98,7 +98,9 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     // At least the fewest slots (the largest top-k), at most every routed expert.
     cache = std::clamp<int64_t>(cache, experts.slot_bytes * experts.min_slots, experts.routed_expert_bytes);
     weight_options.expert_cache_bytes = cache;
+    weight_options.expert_cache_policy = options.expert_cache_lfu ? ExpertCachePolicy::Lfu : ExpertCachePolicy::LruFloor;
     setup.plan.expert_tier = true;
+    setup.plan.expert_cache_lfu = options.expert_cache_lfu;
     setup.plan.expert_cache_bytes = cache / experts.slot_bytes * experts.slot_bytes;
     setup.plan.routed_expert_bytes = experts.routed_expert_bytes;
   }
@@ -151,11 +153,11 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
   if (plan.expert_tier) {
     const ExpertCacheStats s = weights ? weights->expert_cache_stats() : ExpertCacheStats{};
     lines.push_back(fmt::format(
-        "experts: routed experts ({}) in a RAM cache of {} slots ({}, {:.0f}% of them), LRU with a per-layer floor "
-        "of 2 x top-k; misses read with {} parallel reads",
+        "experts: routed experts ({}) in a RAM cache of {} slots ({}, {:.0f}% of them), {}; misses read with {} "
+        "parallel reads",
         mib(static_cast<double>(plan.routed_expert_bytes)), s.slots, mib(static_cast<double>(plan.expert_cache_bytes)),
         100.0 * static_cast<double>(plan.expert_cache_bytes) / static_cast<double>(std::max<int64_t>(plan.routed_expert_bytes, 1)),
-        8));
+        plan.expert_cache_lfu ? "least frequently used" : "LRU with a per-layer floor of 2 x top-k", 8));
   }
   return lines;
 }

@@ -158,7 +158,8 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
     }
   }
   if (w->experts_apart_) {
-    ExpertCacheOptions cache_options{.cache_bytes = options.expert_cache_bytes,
+    ExpertCacheOptions cache_options{.policy = options.expert_cache_policy,
+                                     .cache_bytes = options.expert_cache_bytes,
                                      .read_threads = options.expert_read_threads,
                                      .retile = !options.keep_file_layout};
     ASSIGN_OR_RETURN(w->experts_, ExpertCache::create(model, files, cache_options));
@@ -253,6 +254,17 @@ Result<std::vector<const ExpertWeights*>> WeightResidency::acquire_experts(int32
                                                                           std::span<const int32_t> experts) {
   if (experts_) return experts_->acquire(layer, experts);
   return experts_of_block(layers_[layer].weights, layer, experts);
+}
+
+Result<std::vector<const ExpertWeights*>> WeightResidency::begin_acquire_experts(int32_t layer,
+                                                                                std::span<const int32_t> experts,
+                                                                                std::vector<uint8_t>& ready) {
+  if (experts_) return experts_->begin_acquire(layer, experts, ready);
+  return LayerWeightSource::begin_acquire_experts(layer, experts, ready);
+}
+
+Status WeightResidency::wait_expert(int32_t layer, size_t index) {
+  return experts_ ? experts_->wait(index) : Status{};
 }
 
 void WeightResidency::release_experts(int32_t layer) {

@@ -54,6 +54,7 @@ struct WeightResidencyOptions {
   // bytes of slots (at least the fewest slots the model needs).
   int64_t expert_cache_bytes = -1;
   int32_t expert_read_threads = 8;        // parallel expert reads (queue depth)
+  ExpertCachePolicy expert_cache_policy = ExpertCachePolicy::LruFloor;
 };
 
 class WeightResidency final : public LayerWeightSource {
@@ -77,6 +78,9 @@ class WeightResidency final : public LayerWeightSource {
   // holds every routed expert).
   Result<std::vector<const ExpertWeights*>> acquire_experts(int32_t layer,
                                                            std::span<const int32_t> experts) override;
+  Result<std::vector<const ExpertWeights*>> begin_acquire_experts(int32_t layer, std::span<const int32_t> experts,
+                                                                 std::vector<uint8_t>& ready) override;
+  Status wait_expert(int32_t layer, size_t index) override;
   void release_experts(int32_t layer) override;
   int32_t max_experts_per_acquire() const override;
   void release_layer(int32_t layer) override;
@@ -98,6 +102,17 @@ class WeightResidency final : public LayerWeightSource {
   int64_t streamed_bytes_per_step() const; // file bytes the streamed layers read per step
   StreamerStats streamer_stats() const;
   bool expert_tier() const { return experts_ != nullptr; }
+  // The expert cache under memory pressure (between steps): frees / re-adds up to n slots;
+  // returns how many (0 without the expert tier). See ExpertCache::shrink / grow.
+  int32_t shrink_expert_cache(int32_t n) { return experts_ ? experts_->shrink(n) : 0; }
+  int32_t grow_expert_cache(int32_t n) { return experts_ ? experts_->grow(n) : 0; }
+  int32_t expert_cache_shrinkable_slots() const {
+    return experts_ ? experts_->max_pin() - experts_->min_slots() : 0;
+  }
+  int32_t expert_cache_missing_slots() const {
+    return experts_ ? experts_->created_slots() - experts_->max_pin() : 0;
+  }
+  int64_t expert_slot_bytes() const { return experts_ ? experts_->slot_bytes() : 0; }
   ExpertCacheStats expert_cache_stats() const;  // zeros when the expert tier is off
   bool direct_io() const;
 

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 #include <string>
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "engine/residency/expert_cache.h"
+#include "engine/residency/residency_controller.h"
 #include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
@@ -118,6 +121,17 @@ TEST_F(ExpertCacheTest, AnyCacheSizeAndLayerResidencyGivesTheSameBits) {
   }
 }
 
+TEST_F(ExpertCacheTest, TheLfuPolicyGivesTheSameBitsToo) {
+  for (int32_t slots : {5, 16, 40}) {
+    WeightResidencyOptions o;
+    o.expert_cache_bytes = int64_t(slots) * sizes_.slot_bytes;
+    o.expert_cache_policy = ExpertCachePolicy::Lfu;
+    auto weights = WeightResidency::create(*model_, std::vector<bool>(model_->config().n_layers, true), o);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    EXPECT_TRUE(same_bits(plain_, run_steps(*model_, weights->get()))) << slots;
+  }
+}
+
 TEST_F(ExpertCacheTest, TheSameRequestsWhateverTheCacheSize) {
   // hits + misses counts the distinct experts each layer of each step asked for, which the
   // routing alone decides (waves only split them).
@@ -197,6 +211,111 @@ TEST_F(ExpertCacheTest, TheResidencySetupChoosesTheExpertTier) {
     }
     EXPECT_TRUE(same_bits(plain_, run_steps(*model_, setup->weights.get())));
   }
+}
+
+// A memory source whose available bytes a test sets between steps.
+class SettableMemory final : public MemorySource {
+ public:
+  MemoryReading read() const override { return r; }
+  MemoryReading r;
+};
+
+// Pressure sheds expert-cache slots first (layers stay resident) and calm brings them back,
+// with every step's logits still the mapping's, bit for bit; only a cache at its fewest
+// slots lets pressure shed layers.
+TEST_F(ExpertCacheTest, PressureShedsCacheSlotsBeforeLayersAndCalmReadmitsThem) {
+  const int32_t n_layers = model_->config().n_layers;
+  WeightResidencyOptions o;
+  o.expert_cache_bytes = 40 * sizes_.slot_bytes;
+  auto weights = WeightResidency::create(*model_, std::vector<bool>(n_layers, true), o);
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  WeightResidency& w = **weights;
+  SettableMemory memory;
+  memory.r.limit_bytes = 1ll << 30;
+  memory.r.available_bytes = 1ll << 30;
+  PressurePolicy policy;
+  policy.check_every_steps = 1;
+  policy.readmit_after_seconds = 0;
+  policy.readmit_margin_bytes = 0;
+  ResidencyController controller(w, memory, policy, 2);
+
+  kernels::ThreadPool pool(2);
+  const ModelConfig& c = model_->config();
+  KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 4);
+  ForwardPass forward(*model_, kv, pool, 16, 64, &w);
+  std::vector<int32_t> tokens = {1};
+  for (int i = 1; i < 27; ++i) tokens.push_back(3 + (i * 11) % 40);
+  StepsRun run;
+  std::vector<int32_t> slots_seen;
+  size_t pos = 0;
+  int step = 0;
+  for (size_t chunk : {12, 7, 1, 1, 1, 1, 1, 1, 1, 1}) {
+    ForwardBatch batch;
+    batch.add_sequence(tokens.data() + pos, static_cast<int32_t>(chunk), static_cast<int64_t>(pos), {2, 0, 3, 1});
+    batch.logit_rows.push_back(static_cast<int32_t>(chunk) - 1);
+    auto logits = forward.execute(batch);
+    ASSERT_TRUE(logits.ok()) << logits.error().message;
+    run.logits.emplace_back(logits->begin(), logits->end());
+    pos += chunk;
+    // Just under the floor after steps 1 and 2: 25% of the sheddable slots each time.
+    memory.r.available_bytes = (step == 1 || step == 2) ? policy.floor_bytes - 1 : (1ll << 30);
+    controller.on_step();
+    slots_seen.push_back(w.expert_cache_stats().slots);
+    EXPECT_EQ(w.resident_layers(), n_layers) << "step " << step;
+    ++step;
+  }
+  EXPECT_TRUE(same_bits(plain_, run));
+  const int32_t sheddable = 40 - sizes_.min_slots;  // 36
+  const int32_t first = (sheddable + 3) / 4, second = (sheddable - first + 3) / 4;
+  EXPECT_EQ(slots_seen[1], 40 - first);
+  EXPECT_EQ(slots_seen[2], 40 - first - second);
+  for (size_t i = 3; i < slots_seen.size(); ++i) EXPECT_GT(slots_seen[i], slots_seen[i - 1]) << i;  // calm
+  EXPECT_LE(slots_seen.back(), 40);
+  EXPECT_EQ(controller.shed_total(), 0);
+  EXPECT_EQ(controller.expert_slots_shed_total(), first + second);
+
+  // Far below the floor: the cache goes down to its fewest slots first, then layers go.
+  memory.r.available_bytes = 10ll << 20;
+  controller.on_step();
+  EXPECT_EQ(w.expert_cache_stats().slots, sizes_.min_slots);
+  EXPECT_EQ(w.resident_layers(), n_layers);
+  controller.on_step();
+  EXPECT_LT(w.resident_layers(), n_layers);
+  EXPECT_TRUE(same_bits(plain_, run_steps(*model_, &w)));
+}
+
+// A read that fails mid-run (the file shrank under the cache) is an Error naming the file,
+// not a crash; the failed experts are forgotten, and once the file is whole again the same
+// residency gives the mapping's logits.
+TEST_F(ExpertCacheTest, AFailedExpertReadIsAnErrorNamingTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path copy = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-expert-read-" + std::to_string(getpid()) + ".gguf");
+  fs::copy_file(eval_model_path(), copy, fs::copy_options::overwrite_existing);
+  {
+    auto model = Model::open(copy.string());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    WeightResidencyOptions o;
+    o.expert_cache_bytes = 8 * sizes_.slot_bytes;
+    auto weights = WeightResidency::create(**model, std::vector<bool>(4, true), o);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    const auto size = fs::file_size(copy);
+    fs::resize_file(copy, size / 2);  // the experts of the later layers are gone
+    kernels::ThreadPool pool(2);
+    const ModelConfig& c = (*model)->config();
+    KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 4);
+    ForwardPass forward(**model, kv, pool, 16, 64, weights->get());
+    std::vector<int32_t> tokens = {1, 5, 9, 13, 17, 21, 25, 29};
+    ForwardBatch batch;
+    batch.add_sequence(tokens.data(), 8, 0, {0, 1, 2, 3});
+    batch.logit_rows.push_back(7);
+    auto logits = forward.execute(batch);
+    ASSERT_FALSE(logits.ok());
+    EXPECT_NE(logits.error().message.find(copy.string()), std::string::npos) << logits.error().message;
+    // Whole again: the residency still works and gives the mapping's bits.
+    fs::copy_file(eval_model_path(), copy, fs::copy_options::overwrite_existing);
+    EXPECT_TRUE(same_bits(plain_, run_steps(**model, weights->get())));
+  }
+  fs::remove(copy);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The routing-trace replay (tools/expert_trace.h): hand-made traces with hit counts worked
 // out by hand per policy; and on the trained qwen3moe model, the replay of the expert
-// cache's own policy predicts exactly the hits the real ExpertCache counted on the same run.
+// cache's policies (LRU + floor, LFU) predicts exactly the hits the real ExpertCache counted
+// on the same run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -57,8 +58,11 @@ TEST(ExpertTraceReplay, PredictsTheExpertCacheHitsExactly) {
   const std::vector<std::vector<int32_t>> prompts = {{1, 13, 14, 12, 9, 5, 15, 16, 17, 11, 18},
                                                      {1, 40, 33, 31, 45, 18, 10, 12, 14, 13, 18}};
   kernels::ThreadPool pool(2);
-  for (int32_t slots : {6, 20, 40}) {
+  for (auto [slots, policy] : {std::pair{6, CachePolicy::LruFloor}, std::pair{20, CachePolicy::LruFloor},
+                                std::pair{40, CachePolicy::LruFloor}, std::pair{20, CachePolicy::Lfu},
+                                std::pair{40, CachePolicy::Lfu}}) {
     engine::WeightResidencyOptions o;
+    o.expert_cache_policy = policy == CachePolicy::Lfu ? engine::ExpertCachePolicy::Lfu : engine::ExpertCachePolicy::LruFloor;
     auto sizes = engine::ExpertCache::measure(**model);
     ASSERT_TRUE(sizes.ok());
     o.expert_cache_bytes = int64_t(slots) * sizes->slot_bytes;
@@ -67,7 +71,7 @@ TEST(ExpertTraceReplay, PredictsTheExpertCacheHitsExactly) {
     auto trace = record_expert_trace(**model, pool, prompts, 10, 2, weights->get());
     ASSERT_TRUE(trace.ok()) << trace.error().message;
     const engine::ExpertCacheStats real = (*weights)->expert_cache_stats();
-    const ReplayResult replay = replay_expert_trace(*trace, CachePolicy::LruFloor, slots);
+    const ReplayResult replay = replay_expert_trace(*trace, policy, slots);
     EXPECT_EQ(replay.hits, real.hits) << slots;
     EXPECT_EQ(replay.misses, real.misses) << slots;
     if (slots >= 20) EXPECT_GT(real.hits, 0u);  // 6 slots < one step of 4 layers x top-4: LRU thrashes

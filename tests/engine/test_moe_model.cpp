@@ -9,9 +9,14 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "engine/format/gguf_writer.h"
+#include "engine/format/hf_tensor_names.h"
+#include "hf_test_files.h"
 #include "engine/forward/forward.h"
 #include "engine/model/arch/architecture.h"
 #include "engine/model/model.h"
@@ -240,6 +245,90 @@ TEST(MoeEvalModel, StreamedAndResidentLayersGiveTheSameBitsAsTheMapping) {
     ASSERT_TRUE(weights.ok()) << weights.error().message;
     EXPECT_TRUE(same_bits(mapped, run_logits(**model, tokens, weights->get())));
   }
+}
+
+TEST(MoeModelFile, HuggingFaceExpertAndRouterNames) {
+  EXPECT_EQ(gguf_tensor_name("model.layers.3.mlp.experts.12.down_proj.weight"), "blk.3.ffn_down_exps.12.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.experts.0.gate_proj.weight"), "blk.0.ffn_gate_exps.0.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.gate.weight"), "blk.0.ffn_gate_inp.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.experts.012.up_proj.weight"), "");  // not canonical
+  EXPECT_EQ(gguf_tensor_name("model.layers.0.mlp.experts.1.bias"), "");
+}
+
+// The trained qwen3moe model as a Hugging Face folder (model_type qwen3_moe, one tensor per
+// expert, as transformers saves it) gives the same logits as its GGUF, bit for bit.
+TEST(MoeEvalModel, AHuggingFaceFolderGivesTheGgufsBits) {
+  auto gguf = Model::open(eval_model_path());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  const ModelConfig& c = (*gguf)->config();
+  const LayerSpec& spec = c.layers[0];
+  const fs::path dir = fs::path(temp_path("hf-qwen3moe"));
+  fs::create_directories(dir);
+  const bool tied = (*gguf)->source().find_tensor("output.weight") == nullptr;
+  nlohmann::json config = {
+      {"model_type", "qwen3_moe"}, {"architectures", {"Qwen3MoeForCausalLM"}},
+      {"hidden_size", c.n_embd}, {"intermediate_size", c.n_ff}, {"num_hidden_layers", c.n_layers},
+      {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+      {"max_position_embeddings", c.n_ctx_train}, {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_freq_base},
+      {"vocab_size", c.n_vocab}, {"tie_word_embeddings", tied}, {"num_experts", spec.n_expert},
+      {"num_experts_per_tok", spec.n_expert_used}, {"moe_intermediate_size", spec.n_ff_expert},
+      {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()},
+  };
+  std::ofstream(dir / "config.json") << config.dump(2);
+  testing::write_byte_level_tokenizer_json(dir);
+  const std::map<std::string, std::string> per_layer = {
+      {"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"}, {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate_inp.weight", "mlp.gate.weight"}};
+  const std::map<std::string, std::string> experts = {
+      {"ffn_gate_exps.weight", "gate_proj"}, {"ffn_up_exps.weight", "up_proj"}, {"ffn_down_exps.weight", "down_proj"}};
+  std::vector<testing::SafetensorsEntry> entries;
+  for (const TensorInfo& t : (*gguf)->source().tensors()) {
+    const char* dtype = t.type == DType::F32 ? "F32" : t.type == DType::F16 ? "F16" : nullptr;
+    ASSERT_NE(dtype, nullptr) << t.name;
+    const auto* bytes = static_cast<const uint8_t*>(t.data);
+    std::vector<int64_t> shape(t.shape.rbegin(), t.shape.rend());  // HF: [.., out, in]
+    if (t.name == "token_embd.weight") {
+      entries.push_back({"model.embed_tokens.weight", dtype, shape, {bytes, bytes + t.n_bytes}});
+    } else if (t.name == "output_norm.weight") {
+      entries.push_back({"model.norm.weight", dtype, shape, {bytes, bytes + t.n_bytes}});
+    } else if (t.name == "output.weight") {
+      entries.push_back({"lm_head.weight", dtype, shape, {bytes, bytes + t.n_bytes}});
+    } else {
+      int layer = -1;
+      char rest[64] = {};
+      ASSERT_EQ(std::sscanf(t.name.c_str(), "blk.%d.%63s", &layer, rest), 2) << t.name;
+      const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+      if (auto it = per_layer.find(rest); it != per_layer.end()) {
+        entries.push_back({prefix + it->second, dtype, shape, {bytes, bytes + t.n_bytes}});
+      } else {
+        auto ex = experts.find(rest);
+        ASSERT_NE(ex, experts.end()) << t.name;
+        const uint64_t slice = t.n_bytes / shape[0];
+        for (int64_t e = 0; e < shape[0]; ++e) {
+          entries.push_back({prefix + "mlp.experts." + std::to_string(e) + "." + ex->second + ".weight", dtype,
+                             {shape[1], shape[2]}, {bytes + e * slice, bytes + (e + 1) * slice}});
+        }
+      }
+    }
+  }
+  testing::write_safetensors(dir / "model.safetensors", entries);
+  auto hf = Model::open(dir.string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  EXPECT_EQ((*hf)->config().architecture, "qwen3moe");
+  EXPECT_EQ((*hf)->config().layers[0].n_expert, spec.n_expert);
+  EXPECT_TRUE((*hf)->config().layers[0].moe_renormalize);
+  const std::vector<int32_t> tokens = task_tokens(4, 15);
+  EXPECT_TRUE(same_bits(run_logits(**gguf, tokens), run_logits(**hf, tokens)));
+  // And under the expert tier (per-expert tensors are whole tensors there).
+  WeightResidencyOptions o;
+  o.expert_cache_bytes = 0;
+  auto weights = WeightResidency::create(**hf, std::vector<bool>(c.n_layers, true), o);
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  EXPECT_TRUE(same_bits(run_logits(**gguf, tokens), run_logits(**hf, tokens, weights->get())));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ Result<const TensorInfo*> expert_tensor(const WeightBinder& b, const std::string
   return t;
 }
 
+// The shared expert's tensors (when the spec has one) into w.
+Result<MoeFfnWeights> bind_shared_expert(WeightBinder& b, const ModelConfig& c, const LayerSpec& s,
+                                         const std::string& p, MoeFfnWeights w);
+
 }  // namespace
 
 Result<MoeDims> read_moe_dims(const ModelSource& src, std::string_view arch, bool default_renormalize) {
@@ -103,6 +107,15 @@ Result<MoeFfnWeights> bind_moe_ffn(WeightBinder& b, const ModelConfig& c, const 
       w.experts[e].gate = expert_slice(*gu, s.n_expert, e, 0, ff, d);
       w.experts[e].up = expert_slice(*gu, s.n_expert, e, ff, ff, d);
     }
+  } else if (!b.has(p + "ffn_gate_exps.weight") && b.has(p + "ffn_gate_exps.0.weight")) {
+    // Hugging Face folders: one 2-D tensor per expert (format/hf_tensor_names.cpp).
+    for (int32_t e = 0; e < ne; ++e) {
+      const std::string x = fmt::format(".{}.weight", e);
+      ASSIGN_OR_RETURN(w.experts[e].gate, b.matrix(p + "ffn_gate_exps" + x, ff, d));
+      ASSIGN_OR_RETURN(w.experts[e].up, b.matrix(p + "ffn_up_exps" + x, ff, d));
+      ASSIGN_OR_RETURN(w.experts[e].down, b.matrix(p + "ffn_down_exps" + x, d, ff));
+    }
+    return bind_shared_expert(b, c, s, p, std::move(w));
   } else {
     ASSIGN_OR_RETURN(const TensorInfo* g, expert_tensor(b, p + "ffn_gate_exps.weight", d, ff, ne));
     ASSIGN_OR_RETURN(const TensorInfo* u, expert_tensor(b, p + "ffn_up_exps.weight", d, ff, ne));
@@ -113,7 +126,14 @@ Result<MoeFfnWeights> bind_moe_ffn(WeightBinder& b, const ModelConfig& c, const 
   }
   ASSIGN_OR_RETURN(const TensorInfo* dn, expert_tensor(b, p + "ffn_down_exps.weight", ff, d, ne));
   for (int32_t e = 0; e < ne; ++e) w.experts[e].down = expert_slice(*dn, s.n_expert, e, 0, d, ff);
+  return bind_shared_expert(b, c, s, p, std::move(w));
+}
 
+namespace {
+
+Result<MoeFfnWeights> bind_shared_expert(WeightBinder& b, const ModelConfig& c, const LayerSpec& s,
+                                         const std::string& p, MoeFfnWeights w) {
+  const int64_t d = c.n_embd;
   if (s.n_ff_shared > 0) {
     const int64_t sf = s.n_ff_shared;
     ASSIGN_OR_RETURN(w.shared_gate, b.matrix(p + "ffn_gate_shexp.weight", sf, d));
@@ -123,6 +143,8 @@ Result<MoeFfnWeights> bind_moe_ffn(WeightBinder& b, const ModelConfig& c, const 
   }
   return w;
 }
+
+}  // namespace
 
 Result<BlockWeights> bind_attention_moe_block(WeightBinder& b, const ModelConfig& c, int32_t layer) {
   const LayerSpec& s = c.layers[layer];
