@@ -45,6 +45,12 @@ json render_usage(const Usage& usage) {
   j["completion_tokens"] = usage.completion_tokens;
   j["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
   j["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
+  if (usage.diffusion) {
+    const DiffusionUsage& d = *usage.diffusion;
+    j["diffusion"] = {{"forwards", d.forwards},
+                      {"tokens_per_forward", d.forwards > 0 ? double(d.committed) / double(d.forwards) : 0.0},
+                      {"rows_evaluated", d.rows_evaluated}};
+  }
   return j;
 }
 

@@ -27,10 +27,18 @@ struct ResponseMeta {
   std::string model;
 };
 
+// usage.diffusion of a diffusion model's response.
+struct DiffusionUsage {
+  int64_t forwards = 0;           // canvas forwards
+  int64_t committed = 0;          // canvas positions committed (tokens_per_forward = committed / forwards)
+  int64_t rows_evaluated = 0;     // canvas rows forwarded
+};
+
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  std::optional<DiffusionUsage> diffusion;  // rendered as usage.diffusion when set
 };
 
 nlohmann::ordered_json render_usage(const Usage& usage);

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "server/observability/progress.h"
 #include "cli/residency_flags.h"
+#include "cli/run_diffusion.h"
 
 namespace spillway::cli {
 
@@ -35,6 +36,7 @@ struct RunOptions {
   int32_t ctx_size = 0;
   bool json = false;
   ResidencyFlags residency;
+  DiffusionRunOptions diffusion;  // diffusion models only (--diffusion-*)
 };
 
 int run(const RunOptions& o) {
@@ -78,6 +80,17 @@ int run(const RunOptions& o) {
   const engine::ResidencySetup& setup = *booted->residency;
   const engine::ResidencyController& controller = *booted->controller;
   for (const std::string& line : setup.describe(**model)) fmt::print(stderr, "{}\n", line);
+
+  if (cfg.is_diffusion()) {
+    DiffusionRunOptions d = o.diffusion;
+    d.max_tokens = o.max_tokens;
+    d.temperature = o.temperature;
+    d.top_k = o.top_k;
+    d.top_p = o.top_p;
+    d.seed = o.seed;
+    d.json = o.json;
+    return run_diffusion(**model, **tokenizer, prompt, *booted->pool, booted->weights(), d);
+  }
 
   tools::Generator generator(**model, *booted->pool, std::max<int32_t>(ctx, 1), 16, booted->weights());
   tools::GenerateOptions gen;
@@ -165,6 +178,17 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", opts->threads, "Kernel threads (default: the physical cores)");
   cmd->add_option("--ctx-size", opts->ctx_size, "Context size (default: prompt + max tokens)");
   cmd->add_flag("--json", opts->json, "Print one JSON object with ids, text and speeds");
+  cmd->add_option("--diffusion-steps", opts->diffusion.steps,
+                  "Diffusion models: denoising steps (default: --max-tokens)")->check(CLI::PositiveNumber);
+  cmd->add_option("--diffusion-block-length", opts->diffusion.block_length,
+                  "Diffusion models: block schedule with blocks of N (default: timestep schedule)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--diffusion-eps", opts->diffusion.eps, "Diffusion timestep schedule epsilon")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--diffusion-algorithm", opts->diffusion.algorithm,
+                  "Diffusion commit order: confidence, entropy, margin, random, origin");
+  cmd->add_option("--diffusion-alg-temp", opts->diffusion.alg_temp, "Diffusion: sample commit positions (0 = top)")
+      ->check(CLI::NonNegativeNumber);
   add_residency_flags(*cmd, opts->residency);
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }

@@ -21,6 +21,10 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config) {
   return per_sequence * std::clamp(config.max_running, 1, 4);
 }
 
+kernels::DType kv_cache_type(const engine::ModelConfig& config) {
+  return config.is_diffusion() ? kernels::DType::F32 : kernels::DType::F16;
+}
+
 namespace {
 // Default caps on the recurrent-state memory (like the KV cache's default 1 GiB): the live
 // slots (double-buffered) and the prefix cache's snapshots.
@@ -52,8 +56,7 @@ class EngineRunner final : public ModelRunner {
       : cfg_(model.config()),
         between_steps_(std::move(options.between_steps)),
         max_context_(config.max_context),
-        kv_(cfg_, config.block_size,
-            resolve_kv_blocks(config)),
+        kv_(cfg_, config.block_size, resolve_kv_blocks(config), kv_cache_type(cfg_)),
         state_(cfg_, resolve_state_slots(config, cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
@@ -73,6 +76,7 @@ class EngineRunner final : public ModelRunner {
     for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
     sample_rows(batch, logits, result);
+    commit_canvases(batch, logits.data(), cfg_.n_vocab);
     return Status::Ok();
   }
 
@@ -92,6 +96,7 @@ class EngineRunner final : public ModelRunner {
     const int32_t n_vocab = cfg_.n_vocab;
     sampling_.for_each_row(batch.rows.size(), [&](size_t r, engine::SamplerScratch& scratch) {
       const RowSampling& row = batch.rows[r];
+      if (row.sampler == nullptr) return;  // a canvas row (commit_canvases)
       row.sampler->sample(logits.data() + r * n_vocab, n_vocab, row.history,
                           static_cast<size_t>(row.n_prompt), row.banned, scratch,
                           result.tokens[r]);
@@ -137,8 +142,18 @@ class EngineRunner final : public ModelRunner {
         return Error{fmt::format("state snapshot {} was never saved", r.snapshot)};
       }
     }
+    std::vector<bool> canvas_row(fb.logit_rows.size(), false);
+    for (const CanvasRows& c : batch.canvases) {
+      if (c.canvas == nullptr || !c.canvas->pending() || c.first_row < 0 ||
+          c.first_row + c.n_rows > static_cast<int64_t>(fb.logit_rows.size()) ||
+          c.n_rows != static_cast<int32_t>(c.canvas->pending_rows().size())) {
+        return Error{"malformed canvas rows in the step batch"};
+      }
+      for (int32_t r = c.first_row; r < c.first_row + c.n_rows; ++r) canvas_row[r] = true;
+    }
     for (size_t r = 0; r < fb.logit_rows.size(); ++r) {
-      if (fb.logit_rows[r] < 0 || fb.logit_rows[r] >= n_tokens || batch.rows[r].sampler == nullptr) {
+      if (fb.logit_rows[r] < 0 || fb.logit_rows[r] >= n_tokens ||
+          (batch.rows[r].sampler == nullptr) != canvas_row[r]) {
         return Error{fmt::format("malformed logit row {}", r)};
       }
     }

@@ -1,8 +1,11 @@
 // The real ModelRunner: engine::ForwardPass over an engine::KvCache, then sampling of each
 // logit row with its sequence's Sampler, the rows in parallel on the kernel pool.
 //
-// KV: n_kv_blocks blocks of block_size tokens, F16 (resolve_kv_blocks() when the config
-// leaves n_kv_blocks at 0). Hybrid models: resolve_state_slots() recurrent-state slots.
+// KV: n_kv_blocks blocks of block_size tokens, of kv_cache_type(model) (resolve_kv_blocks()
+// when the config leaves n_kv_blocks at 0). Hybrid models: resolve_state_slots()
+// recurrent-state slots.
+// Diffusion canvases (StepBatch::canvases): their rows are committed by the canvas's own
+// rule (scheduler::commit_canvases) after the forward, on the engine thread.
 // Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
 // max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
 // not pad: every row is computed independently, so padding rows would only cost time; the
@@ -36,6 +39,10 @@ int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelCo
 // config.n_state_snapshots when positive, none when negative, else one per running sequence
 // as far as 256 MiB of snapshots allows (at least one).
 int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model);
+
+// The KV cache element type for a model: F16, but F32 for diffusion models (a canvas's K/V
+// live for one step only, and llama.cpp's no-cache diffusion graph keeps them in F32).
+kernels::DType kv_cache_type(const engine::ModelConfig& config);
 
 struct EngineRunnerOptions {
   // Where the forward reads weights: null for the model's file mapping, else a

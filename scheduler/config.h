@@ -27,6 +27,11 @@ struct SchedulerConfig {
   // on boundaries. A hit resumes from the deepest snapshot within the KV match.
   int32_t n_state_snapshots = 0;
   int32_t snapshot_interval_blocks = 16;
+  // A masked-diffusion model (engine ModelConfig::is_diffusion): every request is a canvas
+  // of prompt + max_tokens positions denoised with the reference sampler (engine/diffusion).
+  bool diffusion_model = false;
+  int32_t mask_token_id = -1;      // diffusion models: the mask token
+  bool shift_logits = false;       // diffusion models: position p reads logits row p - 1
 };
 
 // One engine step, for metrics.

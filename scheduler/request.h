@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/diffusion/params.h"
 #include "engine/sampling/sampling.h"
 
 namespace spillway::scheduler {
@@ -27,6 +28,19 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;  // extra ids that stop the stream (not in output text)
   int32_t n = 1;                        // choices; they share the prompt's KV blocks
   bool skip_special_tokens = true;      // detokenization of control tokens
+  // Diffusion models only (SchedulerConfig::diffusion_model): how the canvas of
+  // prompt + max_tokens masks is denoised; unset = the defaults (timestep schedule, one
+  // token per step). steps <= 0 means max_tokens steps. An AR model rejects it.
+  std::optional<engine::diffusion::DiffusionParams> diffusion;
+};
+
+// What a diffusion request cost so far (RequestUpdate::diffusion).
+struct DiffusionUsage {
+  int32_t forwards = 0;            // canvas forwards (steps that committed; empty-block steps excluded)
+  int32_t steps = 0;               // steps run, empty-block steps included
+  int32_t committed = 0;           // canvas positions committed
+  int64_t rows_evaluated = 0;      // canvas rows forwarded over all forwards
+  double tokens_per_forward() const { return forwards > 0 ? double(committed) / forwards : 0.0; }
 };
 
 enum class FinishReason {
@@ -59,6 +73,7 @@ struct RequestUpdate {
   int32_t cached_prompt_tokens = 0;    // prompt tokens served from the prefix cache
   int32_t completion_tokens = 0;       // over all choices, so far
   double queue_seconds = 0.0;          // from submit() to the first step that computed it
+  std::optional<DiffusionUsage> diffusion;  // diffusion requests
   std::optional<std::string> error;    // with FinishReason::Error
 };
 

@@ -51,6 +51,11 @@ class ChoiceOutput {
   bool append(engine::SampledToken&& token);
   // Ends the choice without releasing held text (Cancelled, Error).
   void finish(FinishReason reason);
+  // Ends the stream as the end of generation does: held text is released (a diffusion
+  // canvas stopped by its repeat guard). No-op when already finished.
+  void end(FinishReason reason) {
+    if (!finish_) end_stream(reason);
+  }
 
   bool finished() const { return finish_.has_value(); }
   std::optional<FinishReason> finish_reason() const { return finish_; }

@@ -8,14 +8,12 @@
 // the scheduler and stays valid and unchanged until execute() returns. The rows of a step
 // may be sampled concurrently on kernel pool threads, so no two rows may name one Sampler.
 //
+// Diffusion canvases: a canvas is a BatchSequence in AttentionMode::Canvas (the whole
+// canvas, bidirectional); its logit rows do not go through a Sampler but through the
+// canvas's own commit rule (StepBatch::canvases, commit_canvases()). Canvas rows count
+// against the same token budget and use the same KV block pool as AR sequences.
+//
 // Room for the next wave (not implemented yet, the shapes are reserved here):
-// - Diffusion canvases: a canvas is a BatchSequence with its own AttentionMode (see
-//   engine/batch.h) whose positions attend bidirectionally inside the canvas and causally
-//   to the committed prefix. Its rows do not go through a Sampler: the StepBatch will gain a
-//   `canvases` list (per canvas: the BatchSequence index, the live positions, the commit
-//   schedule) and the StepResult a matching list of per-position top-K candidates and
-//   confidences; the scheduler decides commits. Canvas positions count against the same
-//   token budget and use the same KV block tables (the committed prefix is ordinary KV).
 // - MoE routing statistics: StepResult will gain per-layer expert hit counts (and the
 //   MoBiLE little/big fallbacks) for metrics and expert-cache prefetch; the scheduler
 //   only forwards them to the MetricsObserver.
@@ -26,6 +24,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/diffusion/canvas.h"
 #include "engine/forward/batch.h"
 #include "engine/sampling/sampling.h"
 
@@ -39,12 +38,24 @@ struct RowSampling {
   std::span<const int32_t> banned;       // ids that must not be chosen (min_tokens)
 };
 
+// A diffusion canvas's rows in a step: logit rows [first_row, first_row + n_rows) of the
+// batch are its pending_rows(), in order; their RowSampling entries have no sampler. The
+// runner commits them with commit_canvases() after the forward (the canvas is owned by the
+// scheduler and advanced only there and in update()).
+struct CanvasRows {
+  engine::diffusion::Canvas* canvas = nullptr;
+  int32_t first_row = 0;
+  int32_t n_rows = 0;
+};
+
 struct StepBatch {
   // Tokens of every sequence in the step, their KV block tables and start positions.
   engine::ForwardBatch forward;
   // One entry per forward.logit_rows entry, same order. Several rows may name the same
   // token index (the n choices of a request all sample from the prompt's last token).
   std::vector<RowSampling> rows;
+  // Diffusion canvases of the step (their rows have RowSampling::sampler == nullptr).
+  std::vector<CanvasRows> canvases;
 
   // Hybrid models with state snapshots (scheduler/state_snapshots.h): before the forward the
   // runner copies each restore's snapshot slot into its state slot (a prefix-cache hit);
@@ -64,6 +75,14 @@ struct StepResult {
   // One per StepBatch::rows entry, same order.
   std::vector<engine::SampledToken> tokens;
 };
+
+// Commits every canvas of the step from logits [rows, n_vocab] (the step's logit rows, in
+// order). Engine thread.
+inline void commit_canvases(const StepBatch& batch, const float* logits, int32_t n_vocab) {
+  for (const CanvasRows& c : batch.canvases) {
+    c.canvas->commit(logits + size_t(c.first_row) * n_vocab, n_vocab);
+  }
+}
 
 class ModelRunner {
  public:

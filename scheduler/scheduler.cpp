@@ -18,6 +18,8 @@ SubmitRejection invalid(std::string message) {
   return SubmitRejection{SubmitError::Invalid, std::move(message)};
 }
 
+constexpr int32_t kDefaultCanvasTokens = 128;  // diffusion, max_tokens unset
+
 }  // namespace
 
 Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tokenizer,
@@ -42,6 +44,45 @@ Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tok
 }
 
 Scheduler::~Scheduler() = default;
+
+int32_t Scheduler::canvas_tokens(const GenerationParams& params) const {
+  if (params.max_tokens > 0) return params.max_tokens;
+  const auto n_prompt = static_cast<int32_t>(params.prompt.size());
+  return std::max(1, std::min({kDefaultCanvasTokens, max_context_ - n_prompt, config_.max_batch_tokens - n_prompt}));
+}
+
+engine::diffusion::DiffusionParams Scheduler::canvas_params(const GenerationParams& params) const {
+  engine::diffusion::DiffusionParams p;
+  if (params.diffusion) {
+    p = *params.diffusion;
+  } else {
+    p.schedule = engine::diffusion::Schedule::Timestep;
+    p.steps = 0;
+  }
+  if (p.steps <= 0) p.steps = canvas_tokens(params);
+  return p;
+}
+
+std::optional<SubmitRejection> Scheduler::validate_canvas(const GenerationParams& params) const {
+  if (!config_.diffusion_model) {
+    return invalid("diffusion: this model is autoregressive; 'diffusion' applies to diffusion models only");
+  }
+  if (params.n != 1) return invalid(fmt::format("n: a diffusion model generates one choice per request, got {}", params.n));
+  const auto n_prompt = static_cast<int32_t>(params.prompt.size());
+  const int32_t g = canvas_tokens(params);
+  const int64_t length = int64_t{n_prompt} + g;
+  if (length > max_context_) {
+    return invalid(fmt::format("this model's maximum context length is {} tokens; the prompt has {} tokens and "
+                               "the canvas {} more (max_tokens)", max_context_, n_prompt, g));
+  }
+  if (length > config_.max_batch_tokens) {
+    return invalid(fmt::format("max_tokens: the canvas (prompt {} + max_tokens {}) exceeds this server's step "
+                               "budget of {} tokens", n_prompt, g, config_.max_batch_tokens));
+  }
+  const Status st = engine::diffusion::validate(canvas_params(params), n_prompt, static_cast<int32_t>(length));
+  if (!st) return invalid("diffusion." + st.error().message);
+  return std::nullopt;
+}
 
 std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& params) const {
   const int64_t n_prompt = static_cast<int64_t>(params.prompt.size());
@@ -82,6 +123,7 @@ std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& param
       return invalid(fmt::format("stop token id {} is out of range [0, {})", id, n_vocab_));
     }
   }
+  if (params.diffusion || config_.diffusion_model) return validate_canvas(params);
   return std::nullopt;
 }
 
@@ -96,7 +138,9 @@ void Scheduler::add_request(RequestId id, GenerationParams params, UpdateSink si
   r.submitted = submitted;
   r.n_prompt = static_cast<int32_t>(params.prompt.size());
   const int32_t room = max_context_ - r.n_prompt;
-  const int32_t max_new = params.max_tokens > 0 ? std::min(params.max_tokens, room) : room;
+  const bool diffusion = config_.diffusion_model;
+  const int32_t max_new = diffusion ? canvas_tokens(params)
+                                    : params.max_tokens > 0 ? std::min(params.max_tokens, room) : room;
   const uint64_t fallback_seed = seed_source_();
   r.choices.reserve(params.n);
   for (int32_t c = 0; c < params.n; ++c) {
@@ -107,6 +151,14 @@ void Scheduler::add_request(RequestId id, GenerationParams params, UpdateSink si
   seq->choice = 0;
   seq->pending_forks = params.n - 1;
   seq->tokens = params.prompt;
+  if (diffusion) {
+    seq->canvas = std::make_unique<engine::diffusion::Canvas>(params.prompt, r.n_prompt + max_new,
+                                                              config_.mask_token_id, config_.shift_logits,
+                                                              canvas_params(params));
+    seq->canvas_emitted = r.n_prompt;
+    seq->canvas->begin_step();  // a fresh canvas always has masks in its first block
+    assert(!seq->canvas->done());
+  }
   r.params = std::move(params);
   waiting_.push_back(seq.get());
   r.sequences.push_back(std::move(seq));
@@ -126,6 +178,13 @@ const StepBatch& Scheduler::schedule() {
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence& seq = *running_[i];
       if (seq.scheduled > 0) continue;
+      if (seq.canvas) {
+        // The whole canvas or nothing, with the prefills (its blocks are held while running).
+        const engine::diffusion::Canvas::Range range = seq.canvas->forward_range();
+        const int32_t n = range.end - range.begin;
+        if (pass == 1 && n <= budget_ && ensure_blocks(seq, seq.canvas->length())) schedule_tokens(seq, n);
+        continue;
+      }
       const bool decode = seq.remaining() == 1;
       if (decode != (pass == 0)) continue;
       const int32_t n = chunk_for(seq, seq.computed, std::min(seq.remaining(), budget_));
@@ -167,6 +226,7 @@ bool Scheduler::ensure_blocks(Sequence& seq, int32_t n_tokens) {
 
 bool Scheduler::try_admit(Sequence& seq) {
   if (reserved_slots_ + seq.slots() > config_.max_running) return false;
+  if (seq.canvas) return try_admit_canvas(seq);  // diffusion models are never hybrid
   // Hybrid: a state slot for it and one for each choice it will fork (the running
   // sequences' pending forks hold theirs already).
   const int32_t pending_forks = reserved_slots_ - static_cast<int32_t>(running_.size());
@@ -232,8 +292,31 @@ bool Scheduler::try_admit(Sequence& seq) {
   return true;
 }
 
+bool Scheduler::try_admit_canvas(Sequence& seq) {
+  seq.canvas->invalidate_cache();  // fresh KV blocks: the step forwards the whole canvas
+  const int32_t n = seq.canvas->length();
+  const int32_t need = blocks_for(n, config_.block_size);
+  if (n > budget_ || blocks_.available_after_acquiring({}) < need) return false;
+  const bool allocated = blocks_.allocate(need, seq.block_table);
+  assert(allocated);
+  (void)allocated;
+  seq.computed = 0;
+  seq.state = Sequence::State::Running;
+  waiting_.pop_front();
+  running_.push_back(&seq);
+  reserved_slots_ += seq.slots();
+  schedule_tokens(seq, n);
+  Request& r = *seq.request;
+  if (!r.admitted) {
+    r.admitted = true;
+    r.queue_seconds = std::chrono::duration<double>(Clock::now() - r.submitted).count();
+  }
+  return true;
+}
+
 void Scheduler::preempt(Sequence& seq) {
   assert(seq.state == Sequence::State::Running);
+  if (seq.canvas) seq.canvas->invalidate_cache();
   if (seq.scheduled > 0) {
     budget_ += seq.scheduled;
     seq.scheduled = 0;
@@ -317,6 +400,7 @@ void Scheduler::build_batch() {
   fb.tokens.clear();
   fb.logit_rows.clear();
   batch_.rows.clear();
+  batch_.canvases.clear();
   row_owner_.clear();
   size_t n_seq = 0;
   for (Sequence* seq : scheduled_) {
@@ -328,6 +412,10 @@ void Scheduler::build_batch() {
     bs.block_table.assign(seq->block_table.begin(), seq->block_table.end());
     bs.mode = engine::AttentionMode::Causal;
     bs.state_slot = seq->state_slot;
+    if (seq->canvas) {
+      add_canvas_rows(*seq, bs);
+      continue;
+    }
     fb.tokens.insert(fb.tokens.end(), seq->tokens.begin() + seq->computed,
                      seq->tokens.begin() + seq->computed + seq->scheduled);
     if (seq->computed + seq->scheduled < static_cast<int32_t>(seq->tokens.size())) continue;
@@ -347,6 +435,54 @@ void Scheduler::build_batch() {
   plan_snapshot_saves();
 }
 
+void Scheduler::add_canvas_rows(Sequence& seq, engine::BatchSequence& bs) {
+  engine::ForwardBatch& fb = batch_.forward;
+  const engine::diffusion::Canvas& canvas = *seq.canvas;
+  const engine::diffusion::Canvas::Range range = canvas.forward_range();
+  assert(canvas.pending() && seq.computed == 0 && seq.scheduled == range.end - range.begin);
+  bs.mode = engine::AttentionMode::Canvas;
+  bs.start_position = range.begin;
+  bs.n_tokens = range.end - range.begin;
+  bs.canvas_begin = range.begin;
+  bs.canvas_end = canvas.length();
+  fb.tokens.insert(fb.tokens.end(), canvas.tokens().begin() + range.begin, canvas.tokens().begin() + range.end);
+  CanvasRows rows{seq.canvas.get(), static_cast<int32_t>(fb.logit_rows.size()), 0};
+  for (int32_t p : canvas.pending_rows()) {
+    fb.logit_rows.push_back(bs.first_token + canvas.logit_row(p) - range.begin);
+    batch_.rows.push_back(RowSampling{});
+    row_owner_.emplace_back(&seq, -1);
+    ++rows.n_rows;
+  }
+  batch_.canvases.push_back(rows);
+}
+
+// After a canvas step was committed: hands the newly committed left-contiguous tokens to the
+// choice's output (which applies EOS, stop strings and max_tokens) and prepares the next step.
+void Scheduler::advance_canvas(Sequence& seq) {
+  Request& r = *seq.request;
+  engine::diffusion::Canvas& canvas = *seq.canvas;
+  if (!r.touched) {
+    r.touched = true;
+    touched_.push_back(&r);
+  }
+  if (!canvas.pending()) canvas.begin_step();
+  // Once done, everything left goes out (masks only remain with the origin algorithm); a
+  // tripped repeat guard ends the output where the run reached its length.
+  const bool guard = canvas.repeat_stop() >= 0;
+  const int32_t end = guard ? canvas.repeat_stop() : canvas.done() ? canvas.length() : canvas.committed_prefix_end();
+  bool finished = false;
+  while (!finished && seq.canvas_emitted < end) {
+    engine::SampledToken t;
+    t.token = canvas.tokens()[seq.canvas_emitted++];
+    finished = r.choices[seq.choice].append(std::move(t));
+  }
+  if (!finished && (guard || canvas.done())) {
+    r.choices[seq.choice].end(guard ? FinishReason::Stop : FinishReason::Length);
+    finished = true;
+  }
+  if (finished) finishing_.push_back(&seq);
+}
+
 // --- applying a step ---------------------------------------------------------------------
 
 void Scheduler::update(StepResult& result) {
@@ -354,14 +490,20 @@ void Scheduler::update(StepResult& result) {
   for (const auto& [hash, slot] : pending_snapshots_) snapshots_.insert(hash, slot);
   pending_snapshots_.clear();
   for (Sequence* seq : scheduled_) {
-    seq->computed += seq->scheduled;
     computed_tokens_total_ += seq->scheduled;
+    if (seq->canvas) {
+      seq->scheduled = 0;  // computed stays 0: the canvas is forwarded whole every step
+      advance_canvas(*seq);
+      continue;
+    }
+    seq->computed += seq->scheduled;
     seq->scheduled = 0;
     register_full_blocks(*seq);
   }
 
   for (size_t row = 0; row < row_owner_.size(); ++row) {
     auto [seq, choice] = row_owner_[row];
+    if (choice < 0) continue;  // a canvas row: committed by the runner
     Request& r = *seq->request;
     if (!r.touched) {
       r.touched = true;
@@ -474,6 +616,11 @@ void Scheduler::deliver(Request& r) {
   update.cached_prompt_tokens = r.cached_prompt_tokens;
   update.completion_tokens = r.completion_tokens();
   update.queue_seconds = r.queue_seconds;
+  if (!r.sequences.empty() && r.sequences[0]->canvas) {
+    const engine::diffusion::CanvasStats& s = r.sequences[0]->canvas->stats();
+    update.diffusion = DiffusionUsage{.forwards = s.forwards, .steps = s.steps_run, .committed = s.committed,
+                                      .rows_evaluated = s.rows_evaluated};
+  }
   if (update.finished) update.error = r.error;
   if (r.sink) {
     try {

@@ -20,6 +20,16 @@
 // checks stop conditions, frees finished sequences and delivers RequestUpdates through each
 // request's sink.
 //
+// Diffusion canvases (SchedulerConfig::diffusion_model): a request is one sequence holding
+// an engine::diffusion::Canvas of prompt + max_tokens positions. Each step it runs in, the
+// whole canvas is forwarded (all of it or nothing, scheduled with the prefill chunks, so
+// canvases pack into the same engine step as AR decodes and prefills), the runner commits
+// its rows, and update() hands the committed left-contiguous tokens to the choice's output
+// (EOS, stop strings and max_tokens apply as for AR; the canvas stops as soon as its choice
+// has finished). Canvases hold the blocks of their whole length while running, never enter
+// the prefix cache, and can be preempted and resumed like AR sequences (the canvas state
+// is kept; its K/V are recomputed every step anyway).
+//
 // Context: a sequence stops with Length when it reaches max_context() tokens, which is
 // min(config.max_context, n_kv_blocks * block_size), so a lone sequence always fits.
 //
@@ -110,6 +120,14 @@ class Scheduler {
   int32_t free_state_slots() const { return static_cast<int32_t>(free_state_slots_.size()); }
 
  private:
+  // Diffusion: the canvas's generation length (max_tokens, or a default that fits), the
+  // sampler parameters with defaults filled in, and their checks (errors name the field).
+  int32_t canvas_tokens(const GenerationParams& params) const;
+  engine::diffusion::DiffusionParams canvas_params(const GenerationParams& params) const;
+  std::optional<SubmitRejection> validate_canvas(const GenerationParams& params) const;
+  bool try_admit_canvas(Sequence& seq);
+  void add_canvas_rows(Sequence& seq, engine::BatchSequence& bs);
+  void advance_canvas(Sequence& seq);
   bool ensure_blocks(Sequence& seq, int32_t n_tokens);
   bool try_admit(Sequence& seq);
   void schedule_tokens(Sequence& seq, int32_t n);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/diffusion/canvas.h"
 #include "scheduler/config.h"
 #include "scheduler/request.h"
 #include "scheduler/request_output.h"
@@ -44,6 +45,14 @@ struct Sequence {
 
   int32_t scheduled = 0;  // tokens to compute in the step being built / executed
   int32_t state_slot = -1;  // recurrent-state slot while running (hybrid models); else -1
+
+  // Diffusion requests: the canvas (prompt + masks) and its sampler state. Every step it is
+  // in forwards the whole canvas (computed stays 0: its K/V are rewritten each step), it
+  // always holds the blocks for its whole length while running, and it never enters the
+  // prefix cache. canvas_emitted: canvas positions already handed to the choice's output
+  // (the committed, left-contiguous part).
+  std::unique_ptr<engine::diffusion::Canvas> canvas;
+  int32_t canvas_emitted = 0;
 
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
   // Running slots this sequence holds (itself and the choices it will fork).

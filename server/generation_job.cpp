@@ -16,6 +16,22 @@ namespace spillway::server {
 
 namespace {
 
+// The field a scheduler rejection names: its message starts with "field: " (e.g.
+// "diffusion.block_length: ...", "max_tokens: ..."); nullopt for other messages.
+std::optional<std::string> rejected_param(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = message[i];
+    if (!((c >= 'a' && c <= 'z') || c == '_' || c == '.')) return std::nullopt;
+  }
+  return message.substr(0, colon);
+}
+
+}  // namespace
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;
 
@@ -76,7 +92,8 @@ void GenerationJob::start(ServerContext& ctx, std::shared_ptr<HttpExchange> exch
           error = api::unavailable(rejection->message, 5);
           break;
         case scheduler::SubmitError::Invalid:
-          error = api::invalid_value(job->spec_.kind == JobKind::Chat ? "messages" : "prompt",
+          error = api::invalid_value(rejected_param(rejection->message).value_or(
+                                         job->spec_.kind == JobKind::Chat ? "messages" : "prompt"),
                                      rejection->message);
           break;
       }
@@ -172,6 +189,12 @@ void GenerationJob::on_update(size_t sub_index, scheduler::RequestUpdate&& u) {
   }
   sub.prompt_tokens = u.prompt_tokens;
   sub.cached_tokens = u.cached_prompt_tokens;
+  if (u.diffusion) {
+    const scheduler::DiffusionUsage before = sub.diffusion.value_or(scheduler::DiffusionUsage{});
+    ctx_.metrics.add_diffusion(u.diffusion->forwards - before.forwards, u.diffusion->committed - before.committed,
+                               u.diffusion->rows_evaluated - before.rows_evaluated);
+    sub.diffusion = *u.diffusion;
+  }
   const int32_t new_tokens = u.completion_tokens - sub.completion_tokens;
   sub.completion_tokens = u.completion_tokens;
   if (new_tokens > 0) {
@@ -272,6 +295,12 @@ api::Usage GenerationJob::usage() const {
     u.prompt_tokens += s.prompt_tokens;
     u.completion_tokens += s.completion_tokens;
     u.cached_tokens += s.cached_tokens;
+    if (s.diffusion) {
+      if (!u.diffusion) u.diffusion = api::DiffusionUsage{};
+      u.diffusion->forwards += s.diffusion->forwards;
+      u.diffusion->committed += s.diffusion->committed;
+      u.diffusion->rows_evaluated += s.diffusion->rows_evaluated;
+    }
   }
   return u;
 }

@@ -63,6 +63,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool seen = false;
     int32_t prompt_tokens = 0;
     int32_t cached_tokens = 0;
+    std::optional<scheduler::DiffusionUsage> diffusion;  // diffusion models
     int32_t completion_tokens = 0;
     std::optional<std::chrono::steady_clock::time_point> last_tokens_at;
     std::optional<std::string> error;

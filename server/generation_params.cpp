@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <random>
+
+#include "engine/diffusion/params.h"
+
 namespace spillway::server {
 
 namespace {
@@ -10,6 +14,45 @@ api::ApiError token_out_of_range(std::string param, int32_t id, int32_t n_vocab)
   return api::invalid_value(param, fmt::format("Invalid '{}': token id {} is out of range; this "
                                                "model's vocabulary has {} tokens.",
                                                param, id, n_vocab));
+}
+
+// The diffusion sampler parameters from the wire (diffusion models only).
+api::ApiResult<engine::diffusion::DiffusionParams> diffusion_params(const api::SamplingFields& f) {
+  namespace dd = engine::diffusion;
+  const api::DiffusionFields& d = f.diffusion;
+  dd::DiffusionParams p;
+  p.steps = d.steps.value_or(0);  // 0: one token per step (the scheduler fills it in)
+  if (d.block_length) {
+    p.schedule = dd::Schedule::Block;
+    p.block_length = *d.block_length;
+    p.blocks_over_canvas = false;  // LLaDA's rule: blocks tile max_tokens
+  } else {
+    p.schedule = dd::Schedule::Timestep;
+  }
+  if (d.eps) p.eps = static_cast<float>(*d.eps);
+  if (d.algorithm) {
+    auto a = dd::parse_algorithm(*d.algorithm);
+    if (!a) return api::invalid_value("diffusion.algorithm", a.error().message);
+    p.algorithm = *a;
+  }
+  if (d.alg_temp) p.alg_temp = static_cast<float>(*d.alg_temp);
+  p.block_cache = d.cache == "block";
+  p.repeat_guard = d.repeat_guard.value_or(0);
+  if (d.sampler == "turbo" || d.threshold) {
+    // The seed's default two-stage rule: 0.95 for the first 8 steps of a block, then 0.80.
+    p.threshold = static_cast<float>(d.threshold.value_or(0.95));
+    p.threshold_low = static_cast<float>(d.threshold ? d.threshold_low.value_or(0.0) : 0.80);
+    p.threshold_switch = d.threshold ? d.threshold_switch.value_or(0) : 8;
+    if (p.algorithm == dd::Algorithm::Origin) {
+      return api::invalid_value("diffusion.algorithm", "Invalid 'diffusion.algorithm': 'origin' cannot be used "
+                                                       "with the turbo sampler.");
+    }
+  }
+  p.temperature = static_cast<float>(f.temperature);
+  p.top_k = f.top_k;
+  p.top_p = f.top_p > 0.0 ? static_cast<float>(f.top_p) : 1e-9f;
+  p.seed = f.seed ? static_cast<uint32_t>(*f.seed) : static_cast<uint32_t>(std::random_device{}());
+  return p;
 }
 
 }  // namespace
@@ -29,6 +72,15 @@ api::ApiResult<scheduler::GenerationParams> make_generation_params(
     }
   }
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (!f.diffusion.given.empty() && !limits.diffusion) {
+    return api::invalid_value(f.diffusion.given,
+                              fmt::format("Invalid '{}': this model is autoregressive; diffusion fields apply to "
+                                          "diffusion models (llada, dream) only.",
+                                          f.diffusion.given));
+  }
+  if (limits.diffusion && (logprobs.logprobs || logprobs.top_logprobs > 0)) {
+    return api::invalid_value("logprobs", "Invalid 'logprobs': a diffusion model does not report logprobs.");
+  }
   if (f.max_tokens) {
     if (n_prompt + *f.max_tokens > limits.max_context) {
       api::ApiError e = api::context_length_exceeded(fmt::format(
@@ -50,9 +102,15 @@ api::ApiResult<scheduler::GenerationParams> make_generation_params(
       e.param = std::string(prompt_param);
       return e;
     }
-    p.max_tokens = static_cast<int32_t>(limits.max_context - n_prompt);
+    // A diffusion canvas must fit one step: the scheduler picks its default length.
+    p.max_tokens = limits.diffusion ? -1 : static_cast<int32_t>(limits.max_context - n_prompt);
   }
-  if (f.min_tokens > p.max_tokens) {
+  if (limits.diffusion) {
+    auto d = diffusion_params(f);
+    if (!d) return d.error();
+    p.diffusion = *d;
+  }
+  if (p.max_tokens > 0 && f.min_tokens > p.max_tokens) {
     return api::invalid_value("min_tokens", fmt::format("Invalid 'min_tokens': {} is more than the "
                                                         "{} tokens that fit after the prompt.",
                                                         f.min_tokens, p.max_tokens));

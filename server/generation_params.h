@@ -16,6 +16,7 @@ namespace spillway::server {
 struct ModelLimits {
   int32_t n_vocab = 0;
   int32_t max_context = 0;
+  bool diffusion = false;  // a diffusion model: the `diffusion` fields apply, logprobs do not
 };
 
 struct LogprobRequest {
@@ -23,7 +24,10 @@ struct LogprobRequest {
   int32_t top_logprobs = 0;  // alternatives per token
 };
 
-// prompt_param names the prompt in errors ("messages" or "prompt").
+// prompt_param names the prompt in errors ("messages" or "prompt"). Diffusion fields on an
+// autoregressive model are a 400 naming the field; on a diffusion model they become
+// GenerationParams::diffusion (the scheduler checks them against the canvas and names the
+// field too), max_tokens unset lets the scheduler pick a canvas that fits its step budget.
 api::ApiResult<scheduler::GenerationParams> make_generation_params(
     const api::SamplingFields& fields, std::vector<int32_t> prompt, LogprobRequest logprobs,
     bool skip_special_default, const ModelLimits& limits, std::string_view prompt_param);

@@ -36,6 +36,9 @@ class ModelBackend {
   virtual const ChatPrompt& chat_prompt() const = 0;
   virtual int32_t max_context() const = 0;
   virtual int32_t n_vocab() const = 0;
+  // A masked-diffusion model: requests are canvases (engine/diffusion), the `diffusion`
+  // request fields apply.
+  virtual bool diffusion_model() const { return false; }
 };
 
 }  // namespace spillway::server

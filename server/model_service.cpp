@@ -104,7 +104,7 @@ Status ModelService::load() {
   for (const std::string& line : engine_parts_->residency->describe(*model_)) log_info(line);
   const engine::ResidencyPlan& plan = engine_parts_->residency->plan;
 
-  const int64_t token_bytes = engine::KvCache::bytes_per_token(cfg, kernels::DType::F16);
+  const int64_t token_bytes = engine::KvCache::bytes_per_token(cfg, runtime::kv_cache_type(cfg));
   uint64_t kv_bytes = options_.kv_cache_bytes;
   if (kv_bytes == 0 && plan.streamed_layers > 0 && !residency_opts.resident_layers) {
     // Streaming because the budget is short: the KV gets what the plan reserved for it
@@ -142,6 +142,10 @@ Status ModelService::load() {
   sc.block_size = kBlockSize;
   sc.n_kv_blocks = static_cast<int32_t>(std::min<int64_t>(n_blocks, INT32_MAX));
   sc.prefix_cache = true;
+  sc.diffusion_model = cfg.is_diffusion();
+  diffusion_model_.store(sc.diffusion_model, std::memory_order_release);
+  sc.mask_token_id = cfg.mask_token_id;
+  sc.shift_logits = cfg.shift_logits;
 
   runtime::EngineRunnerOptions runner_options;
   runner_options.weights = engine_parts_->weights();

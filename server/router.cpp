@@ -227,7 +227,7 @@ void Router::chat_completions(const std::shared_ptr<HttpExchange>& exchange) {
   const bool tools = req.parse_tool_calls();
   api::ApiResult<scheduler::GenerationParams> params = make_generation_params(
       req.sampling, std::move(prompt), {req.logprobs, req.top_logprobs}, /*skip_special_default=*/!tools,
-      {service.n_vocab(), service.max_context()}, "messages");
+      {service.n_vocab(), service.max_context(), service.diffusion_model()}, "messages");
   if (!params) return respond_error(*exchange, params.error());
 
   JobSpec spec;
@@ -276,7 +276,7 @@ void Router::completions(const std::shared_ptr<HttpExchange>& exchange) {
     const LogprobRequest lp{req.logprobs.has_value(), req.logprobs.value_or(0)};
     api::ApiResult<scheduler::GenerationParams> params = make_generation_params(
         req.sampling, std::move(ids), lp, /*skip_special_default=*/true,
-        {service.n_vocab(), service.max_context()}, param);
+        {service.n_vocab(), service.max_context(), service.diffusion_model()}, param);
     if (!params) return respond_error(*exchange, params.error());
     prompts.push_back(std::move(*params));
   }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/requests/diffusion_fields.h"
 #include "api/requests/json_fields.h"
 
 namespace spillway::api {
@@ -34,6 +35,7 @@ struct SamplingFields {
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   std::optional<std::string> user;
+  DiffusionFields diffusion;            // diffusion models (diffusion_fields.h)
 };
 
 inline constexpr int32_t kMaxStopStrings = 4;

@@ -26,8 +26,8 @@ struct BatchSequence {
   int64_t start_position = 0;   // sequence position of tokens[first_token]
   std::vector<int32_t> block_table;  // covers positions [0, start_position + n_tokens)
   AttentionMode mode = AttentionMode::Causal;
-  int64_t canvas_begin = 0;          // Canvas mode: the canvas's positions; every one of
-  int64_t canvas_end = 0;            // them is among this step's tokens
+  int64_t canvas_begin = 0;          // Canvas mode: the canvas's positions; those not among
+  int64_t canvas_end = 0;            // this step's tokens are read from the KV blocks
   int32_t state_slot = -1;           // recurrent-state slot; -1 for attention-only models
 };
 

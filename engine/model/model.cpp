@@ -31,6 +31,10 @@ Result<std::unique_ptr<Model>> Model::load(std::unique_ptr<ModelSource> source) 
                              m->source_->path(), shape_string(embd->shape), c.n_embd)};
   }
   c.n_vocab = static_cast<int32_t>(embd->shape[1]);
+  if (c.mask_token_id >= c.n_vocab) {
+    return Error{fmt::format("{}: tokenizer.ggml.mask_token_id {} is not below n_vocab {}",
+                             m->source_->path(), c.mask_token_id, c.n_vocab)};
+  }
 
   WeightBinder binder(*m->source_, m->owned_vectors_);
   ASSIGN_OR_RETURN(m->token_embd_, binder.matrix("token_embd.weight", c.n_vocab, c.n_embd));

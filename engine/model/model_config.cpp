@@ -49,6 +49,13 @@ int32_t ModelConfig::n_attention_layers() const {
   return n;
 }
 
+bool ModelConfig::is_diffusion() const {
+  for (const LayerSpec& s : layers) {
+    if (s.mixer == MixerKind::Attention && s.attention == AttentionKind::Bidirectional) return true;
+  }
+  return false;
+}
+
 std::vector<float> llama3_rope_freq_factors(int32_t rope_dim, float freq_base, float factor,
                                             float low_freq_factor, float high_freq_factor,
                                             int32_t original_context_length) {

@@ -45,6 +45,14 @@ struct ModelConfig {
 
   std::vector<LayerSpec> layers;  // [n_layers], from the architecture file
 
+  // Masked diffusion models (llada, dream; model/arch/diffusion_layers.h): the mask token
+  // (tokenizer.ggml.mask_token_id; -1 for AR models) and diffusion.shift_logits (true: the
+  // prediction for canvas position p is logits row p - 1, row 0 for p = 0).
+  int32_t mask_token_id = -1;
+  bool shift_logits = false;
+  // Whether the model denoises canvases (its attention layers are bidirectional).
+  bool is_diffusion() const;
+
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   // Layers whose mixer is attention: the layers of the KV cache.

@@ -64,6 +64,18 @@ struct ServerMetrics::Impl {
       .Name("spillway_generation_tokens_total")
       .Help("Tokens generated")
       .Register(*registry).Add({});
+  Counter& diffusion_forwards = prometheus::BuildCounter()
+      .Name("spillway_diffusion_forwards_total")
+      .Help("Diffusion canvas forwards (denoising steps that ran the model)")
+      .Register(*registry).Add({});
+  Counter& diffusion_committed = prometheus::BuildCounter()
+      .Name("spillway_diffusion_committed_tokens_total")
+      .Help("Diffusion canvas positions committed")
+      .Register(*registry).Add({});
+  Counter& diffusion_rows = prometheus::BuildCounter()
+      .Name("spillway_diffusion_rows_evaluated_total")
+      .Help("Diffusion canvas rows forwarded (divided by committed tokens: cost per token)")
+      .Register(*registry).Add({});
   Counter& prefix_queried = prometheus::BuildCounter()
       .Name("spillway_prefix_cache_queried_tokens_total")
       .Help("Prompt tokens looked up in the prefix cache")
@@ -281,6 +293,11 @@ void ServerMetrics::count_finished(std::string_view reason) {
 void ServerMetrics::add_prompt_tokens(int64_t n) { impl_->prompt_tokens.Increment(static_cast<double>(n)); }
 void ServerMetrics::add_generation_tokens(int64_t n) {
   impl_->generation_tokens.Increment(static_cast<double>(n));
+}
+void ServerMetrics::add_diffusion(int64_t forwards, int64_t committed, int64_t rows_evaluated) {
+  impl_->diffusion_forwards.Increment(static_cast<double>(forwards));
+  impl_->diffusion_committed.Increment(static_cast<double>(committed));
+  impl_->diffusion_rows.Increment(static_cast<double>(rows_evaluated));
 }
 void ServerMetrics::observe_queue_time(double s) { impl_->queue.Observe(s); }
 void ServerMetrics::observe_time_to_first_token(double s) { impl_->ttft.Observe(s); }

@@ -50,6 +50,8 @@ class ServerMetrics final : public scheduler::MetricsObserver {
   void count_finished(std::string_view finish_reason);  // stop, length, tool_calls, cancelled, error
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);
+  // A diffusion request's progress since its previous update (usage.diffusion deltas).
+  void add_diffusion(int64_t forwards, int64_t committed, int64_t rows_evaluated);
   void observe_queue_time(double seconds);
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);

@@ -76,7 +76,7 @@ TEST(LayerSpecs, TheKvCacheHoldsOnlyTheAttentionLayers) {
 }
 
 TEST(LayerSpecs, TheRegistryNamesEveryFamilyAndRejectsOthers) {
-  for (const char* name : {"llama", "qwen2", "qwen3", "qwen35"}) {
+  for (const char* name : {"llama", "qwen2", "qwen3", "qwen35", "llada", "dream"}) {
     const Architecture* a = find_architecture(name);
     ASSERT_NE(a, nullptr) << name;
     EXPECT_EQ(a->name, name);
@@ -86,7 +86,7 @@ TEST(LayerSpecs, TheRegistryNamesEveryFamilyAndRejectsOthers) {
   EXPECT_EQ(find_architecture("gpt-j"), nullptr);
   // The wave-1 families first, then the others in registry order.
   EXPECT_EQ(supported_architectures().rfind("llama, qwen2, qwen3", 0), 0u) << supported_architectures();
-  for (const char* name : {"qwen35", "qwen35moe", "qwen3next"}) {
+  for (const char* name : {"qwen35", "qwen35moe", "qwen3next", "llada", "dream", "llada-moe"}) {
     EXPECT_NE(supported_architectures().find(name), std::string::npos) << supported_architectures();
   }
 }

@@ -177,19 +177,25 @@ class FakeRunner final : public ModelRunner {
       seen.sequences.push_back(std::move(ss));
     }
     result.tokens.resize(fb.logit_rows.size());
+    canvas_logits_.assign(fb.logit_rows.size() * FakeTokenizer::kVocab, 0.0f);
     for (size_t r = 0; r < fb.logit_rows.size(); ++r) {
       const int32_t t = fb.logit_rows[r];
       const engine::BatchSequence& seq = fb.sequences[token_sequence[t]];
       const int64_t last = seq.start_position + (t - seq.first_token);
+      // A canvas row sees the whole canvas (read back like any context) and its own row.
+      const bool canvas = seq.mode == engine::AttentionMode::Canvas;
+      const int64_t end = canvas ? seq.canvas_end : last + 1;
       std::vector<int32_t> ctx;
-      for (int64_t p = 0; p <= last; ++p) {
+      for (int64_t p = 0; p < end; ++p) {
         const size_t c = cell(seq.block_table, p);
         if (cell_position_[c] != p) ++corrupt_reads;
         ctx.push_back(cell_token_[c] < 0 ? 0 : cell_token_[c]);
       }
-      float logits[FakeTokenizer::kVocab];
+      if (canvas) ctx.push_back(static_cast<int32_t>(1000 + last));
+      float* logits = canvas_logits_.data() + r * FakeTokenizer::kVocab;
       fake_logits(ctx, next_, logits);
       const RowSampling& row = batch.rows[r];
+      if (row.sampler == nullptr) continue;  // a canvas row: committed below
       result.tokens[r] = row.sampler->sample(logits, FakeTokenizer::kVocab, row.history,
                                              static_cast<size_t>(row.n_prompt), row.banned);
     }
@@ -201,6 +207,7 @@ class FakeRunner final : public ModelRunner {
       snapshots_[s.snapshot] = slot_tokens_[s.state_slot];
       ++saves;
     }
+    commit_canvases(batch, canvas_logits_.data(), FakeTokenizer::kVocab);
     total_tokens += seen.n_tokens;
     steps.push_back(std::move(seen));
     return Status::Ok();
@@ -246,6 +253,8 @@ class FakeRunner final : public ModelRunner {
   int32_t restores = 0, saves = 0;
   // How many times the token at each position was computed (over all sequences).
   const std::map<int64_t, int32_t>& computed_at() const { return computed_at_; }
+
+  std::vector<float> canvas_logits_;  // this step's logit rows [rows, kVocab]
 
   std::function<void()> before_execute;  // test hook, called on the engine thread
   std::vector<SeenStep> steps;

@@ -39,5 +39,8 @@ const Architecture& qwen3moe_architecture();
 const Architecture& qwen35_architecture();
 const Architecture& qwen35moe_architecture();
 const Architecture& qwen3next_architecture();
+const Architecture& llada_architecture();
+const Architecture& dream_architecture();
+const Architecture& llada_moe_architecture();
 
 }  // namespace spillway::engine

@@ -7,8 +7,8 @@ namespace spillway::engine {
 
 namespace {
 
-const std::array<const Architecture*, 7>& registry() {
-  static const std::array<const Architecture*, 7> all = {
+const std::array<const Architecture*, 10>& registry() {
+  static const std::array<const Architecture*, 10> all = {
       &llama_architecture(),
       &qwen2_architecture(),
       &qwen3_architecture(),
@@ -16,6 +16,9 @@ const std::array<const Architecture*, 7>& registry() {
       &qwen35_architecture(),
       &qwen35moe_architecture(),
       &qwen3next_architecture(),
+      &llada_architecture(),
+      &dream_architecture(),
+      &llada_moe_architecture(),
   };
   return all;
 }

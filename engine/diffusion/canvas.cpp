@@ -1,0 +1,221 @@
+#include "engine/diffusion/canvas.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "engine/diffusion/schedule.h"
+
+namespace spillway::engine::diffusion {
+
+Canvas::Canvas(std::span<const int32_t> prompt, int32_t length, int32_t mask_token, bool shift_logits,
+               const DiffusionParams& params)
+    : params_(params),
+      n_prompt_(static_cast<int32_t>(prompt.size())),
+      mask_token_(mask_token),
+      shift_logits_(shift_logits),
+      rng_(params.seed),
+      sampler_(params) {
+  assert(validate(params, n_prompt_, length).ok());
+  tokens_.assign(prompt.begin(), prompt.end());
+  tokens_.resize(length, mask_token);
+  if (params_.schedule == Schedule::Block) {
+    num_blocks_ = block_count(params_, n_prompt_, length);
+    steps_per_block_ = params_.steps / num_blocks_;
+  } else {
+    num_blocks_ = 1;
+    steps_per_block_ = params_.steps;
+  }
+  start_block();
+}
+
+void Canvas::start_block() {
+  step_ = 0;
+  refresh_ = true;
+  if (params_.schedule == Schedule::Block) {
+    const BlockRange r = block_range(block_, n_prompt_, params_.block_length, length());
+    block_begin_ = r.begin;
+    block_end_ = std::max(r.begin, r.end);
+    int32_t masks = 0;
+    for (int32_t p = block_begin_; p < block_end_; ++p) masks += is_masked(p) ? 1 : 0;
+    block_counts_ = block_commit_counts(masks, steps_per_block_);
+  } else {
+    block_begin_ = 0;
+    block_end_ = length();
+  }
+}
+
+void Canvas::collect_masked() {
+  masked_.clear();
+  for (int32_t p = block_begin_; p < block_end_; ++p) {
+    if (is_masked(p)) masked_.push_back(p);
+  }
+}
+
+std::span<const int32_t> Canvas::begin_step() {
+  assert(!pending_);
+  if (repeat_stop_ >= 0) done_ = true;
+  while (!done_) {
+    if (step_ >= steps_per_block_ && !params_.turbo()) {
+      if (++block_ >= num_blocks_) {
+        done_ = true;
+        break;
+      }
+      start_block();
+      continue;
+    }
+    collect_masked();
+    if (masked_.empty()) {
+      if (params_.turbo()) {
+        // Turbo blocks end when they are full, without a wasted step.
+        if (++block_ >= num_blocks_) {
+          done_ = true;
+          break;
+        }
+        start_block();
+        continue;
+      }
+      // llama.cpp: one decode whose logits are unused, then the block ends.
+      ++stats_.steps_run;
+      ++stats_.empty_steps;
+      step_ = steps_per_block_;
+      continue;
+    }
+    pending_ = true;
+    return masked_;
+  }
+  masked_.clear();
+  return masked_;
+}
+
+int32_t Canvas::commit_count() const {
+  const auto remaining = static_cast<int32_t>(masked_.size());
+  if (params_.schedule == Schedule::Timestep) {
+    return timestep_commit_count(step_, steps_per_block_, remaining, params_.eps);
+  }
+  return block_counts_[step_];
+}
+
+void Canvas::commit(const float* logits, int32_t n_vocab) {
+  assert(pending_);
+  pending_ = false;
+  const auto n = static_cast<int32_t>(masked_.size());
+  ++stats_.steps_run;
+  ++stats_.forwards;
+  const Range range = forward_range();
+  stats_.rows_evaluated += range.end - range.begin;
+  if (range.end - range.begin < length()) ++stats_.cached_forwards;
+  refresh_ = false;
+  stats_.rows_sampled += n;
+  last_positions_.clear();
+  last_tokens_.clear();
+  const int32_t count = params_.turbo() ? 0 : std::min(commit_count(), n);
+
+  if (params_.algorithm == Algorithm::Origin) {
+    // Each masked position flips with probability count / n (one draw per position).
+    const float p_transfer = static_cast<float>(count) / static_cast<float>(n);
+    for (int32_t i = 0; i < n; ++i) {
+      if (uniform_float(rng_) < p_transfer) {
+        last_positions_.push_back(masked_[i]);
+        last_tokens_.push_back(sampler_.sample_token(logits + size_t(i) * n_vocab, n_vocab, rng_));
+      }
+    }
+  } else {
+    choices_.resize(n);
+    for (int32_t i = 0; i < n; ++i) choices_[i] = sampler_.choose(logits + size_t(i) * n_vocab, n_vocab, rng_);
+    if (params_.turbo()) {
+      threshold_commit();
+    } else if (count > 0) {
+      order_.resize(n);
+      for (int32_t i = 0; i < n; ++i) order_[i] = i;
+      if (params_.alg_temp <= 0.0f) {
+        std::partial_sort(order_.begin(), order_.begin() + count, order_.end(), [&](int32_t a, int32_t b) {
+          if (choices_[a].confidence != choices_[b].confidence) return choices_[a].confidence > choices_[b].confidence;
+          return a < b;
+        });
+        order_.resize(count);
+      } else {
+        // Draw `count` positions without replacement from softmax(confidence / alg_temp).
+        std::vector<double> w(n);
+        double max_c = -INFINITY;
+        for (int32_t i = 0; i < n; ++i) max_c = std::max(max_c, double(choices_[i].confidence) / params_.alg_temp);
+        for (int32_t i = 0; i < n; ++i) w[i] = std::exp(double(choices_[i].confidence) / params_.alg_temp - max_c);
+        std::vector<int32_t> picked;
+        for (int32_t k = 0; k < count; ++k) {
+          double total = 0;
+          for (double x : w) total += x;
+          const double u = uniform_float(rng_) * total;
+          double cum = 0;
+          int32_t chosen = -1;
+          for (int32_t i = 0; i < n; ++i) {
+            if (w[i] <= 0) continue;
+            chosen = i;
+            cum += w[i];
+            if (u < cum) break;
+          }
+          picked.push_back(chosen);
+          w[chosen] = 0;
+        }
+        order_ = picked;
+      }
+      std::sort(order_.begin(), order_.end());
+      for (int32_t i : order_) {
+        last_positions_.push_back(masked_[i]);
+        last_tokens_.push_back(choices_[i].token);
+      }
+    }
+  }
+  for (size_t i = 0; i < last_positions_.size(); ++i) tokens_[last_positions_[i]] = last_tokens_[i];
+  stats_.committed += static_cast<int32_t>(last_positions_.size());
+  ++step_;
+  if (params_.repeat_guard > 0 && repeat_stop_ < 0) {
+    const int32_t end = committed_prefix_end();
+    for (scanned_ = std::max(scanned_, n_prompt_); scanned_ < end; ++scanned_) {
+      const int32_t t = tokens_[scanned_];
+      run_length_ = t == run_token_ ? run_length_ + 1 : 1;
+      run_token_ = t;
+      if (run_length_ >= params_.repeat_guard) {
+        repeat_stop_ = scanned_ + 1;
+        stats_.repeat_guard_trips = 1;
+        break;
+      }
+    }
+  }
+}
+
+void Canvas::threshold_commit() {
+  const auto n = static_cast<int32_t>(masked_.size());
+  const float tau = params_.threshold_low > 0.0f && step_ >= params_.threshold_switch ? params_.threshold_low
+                                                                                      : params_.threshold;
+  int32_t best = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (choices_[i].p_token > choices_[best].p_token) best = i;
+  }
+  bool any = false;
+  for (int32_t i = 0; i < n; ++i) {
+    if (choices_[i].p_token >= tau) {
+      last_positions_.push_back(masked_[i]);
+      last_tokens_.push_back(choices_[i].token);
+      any = true;
+    }
+  }
+  if (!any) {
+    ++stats_.forced_top1;
+    last_positions_.push_back(masked_[best]);
+    last_tokens_.push_back(choices_[best].token);
+  }
+}
+
+Canvas::Range Canvas::forward_range() const {
+  if (!params_.block_cache || refresh_ || params_.schedule != Schedule::Block) return {0, length()};
+  const int32_t begin = shift_logits_ ? std::max(0, block_begin_ - 1) : block_begin_;
+  return {begin, block_end_};
+}
+
+int32_t Canvas::committed_prefix_end() const {
+  int32_t p = n_prompt_;
+  while (p < length() && !is_masked(p)) ++p;
+  return p;
+}
+
+}  // namespace spillway::engine::diffusion

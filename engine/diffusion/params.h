@@ -1,0 +1,86 @@
+// What a diffusion request asks for: the schedule (block or timestep), the commit
+// algorithm and the token sampler, as llama.cpp's diffusion_params (examples/diffusion at
+// 3f545becc) names them, plus validation with errors that name the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace spillway::engine::diffusion {
+
+// llama.cpp's numbering (--diffusion-algorithm N).
+enum class Algorithm : uint8_t {
+  Origin = 0,      // each masked position commits with probability count / masks, random order
+  Entropy = 1,     // confidence = entropy of the candidate distribution (llama.cpp's sign, see README)
+  Margin = 2,      // confidence = p1 - p2
+  Random = 3,      // confidence = a uniform float from the canvas's mt19937
+  Confidence = 4,  // confidence = p(chosen token) (LLaDA's low_confidence remasking)
+};
+
+enum class Schedule : uint8_t {
+  Timestep = 0,  // Dream: one block = the whole canvas; count = floor(m * (1 - s/t))
+  Block = 1,     // LLaDA: blocks of block_length after the prompt; per-block even split
+};
+
+struct DiffusionParams {
+  int32_t steps = 128;              // steps over all blocks (block: a multiple of the block count)
+  Schedule schedule = Schedule::Block;
+  int32_t block_length = 32;        // Block: see blocks_over_canvas
+  // Block schedule, how many blocks (they always start right after the prompt):
+  // true (llama-diffusion-cli): canvas_length / block_length, the canvas length (prompt
+  //   included) a multiple of block_length, so the trailing blocks may be short or empty;
+  // false (LLaDA's generate(), the API): generation length / block_length, the generation
+  //   length (canvas - prompt) a multiple of block_length.
+  bool blocks_over_canvas = true;
+  float eps = 1e-3f;                // Timestep: t runs from 1 to eps
+  Algorithm algorithm = Algorithm::Confidence;
+  float alg_temp = 0.0f;            // > 0: commit positions drawn from softmax(conf / alg_temp)
+  // The token sampler for each masked row: top_k (0 = whole vocabulary), then top_p (< 1),
+  // then temperature; temperature 0 takes the best candidate (greedy).
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint32_t seed = 42;               // the canvas's std::mt19937 (random / origin / draws)
+
+  // Turbo: threshold commits (Fast-dLLM's parallel decoding, the seed's two-stage rule).
+  // threshold > 0: a step commits every masked row of the block whose token probability
+  // (softmax of the raw logits over the whole vocabulary) is >= the threshold, and at least
+  // the single most confident row (by that probability, ties to the lower position); the
+  // schedule's counts are ignored and a block runs until it has no mask (no forced flush,
+  // no step limit). The threshold is `threshold` for the first threshold_switch steps of a
+  // block, then threshold_low (when > 0). threshold 0 = the reference sampler, byte for byte.
+  float threshold = 0.0f;
+  float threshold_low = 0.0f;
+  int32_t threshold_switch = 0;
+  bool turbo() const { return threshold > 0.0f; }
+
+  // Approximate block cache (Fast-dLLM's DualCache, opt-in; block schedule only): the first
+  // step of each block forwards the whole canvas, the block's other steps forward only the
+  // block's rows (and the row before it for shift_logits models), attending to the K/V the
+  // other positions left in the canvas's KV blocks at the block's first step. false = every
+  // step forwards the whole canvas (the reference). With one step per block both are equal.
+  bool block_cache = false;
+
+  // Repeat guard (turbo): > 0 ends the canvas's output where one token has been committed
+  // this many times in a row in the committed left-contiguous text (the seed's 16).
+  int32_t repeat_guard = 0;
+};
+
+// Checks the values alone and against the canvas: canvas_length (prompt included) >
+// n_prompt > 0; for the block schedule the blocks_over_canvas divisibility and steps a
+// multiple of the block count. Error messages start with the field name
+// ("steps: ...", "block_length: ...") so the API can name it.
+Status validate(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length);
+
+// The block schedule's block count (1 for the timestep schedule); p must be valid.
+int32_t block_count(const DiffusionParams& p, int32_t n_prompt, int32_t canvas_length);
+
+// "confidence", "entropy", "margin", "random", "origin" and the peers' aliases
+// ("low_confidence" = confidence, "maskgit_plus" = confidence, "topk_margin" = margin).
+Result<Algorithm> parse_algorithm(std::string_view name);
+std::string_view algorithm_name(Algorithm a);
+
+}  // namespace spillway::engine::diffusion
