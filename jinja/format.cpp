@@ -237,17 +237,26 @@ Result<std::string> percent_format(Interpreter& interp, const std::string& fmt, 
     if (i < fmt.size() && fmt[i] == '*') {
       ASSIGN_OR_RETURN(const Value w, take());
       if (!w.is_integral()) return Error{"* wants int"};
-      spec.width = w.to_int();
+      const int64_t width = w.to_int();
+      if (width < -kMaxWidth || width > kMaxWidth) return Error{"format width too big"};
+      spec.width = width;
       if (spec.width < 0) spec.align = '<', spec.width = -spec.width;
       ++i;
     } else {
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') spec.width = spec.width * 10 + (fmt[i++] - '0');
+      // Digits stop counting past the limit (no overflow); the check below rejects them.
+      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+        if (spec.width <= kMaxWidth) spec.width = spec.width * 10 + (fmt[i] - '0');
+        ++i;
+      }
     }
     if (spec.width > kMaxWidth) return Error{"format width too big"};
     if (i < fmt.size() && fmt[i] == '.') {
       ++i;
       spec.precision = 0;
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') spec.precision = spec.precision * 10 + (fmt[i++] - '0');
+      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+        if (spec.precision <= kMaxWidth) spec.precision = spec.precision * 10 + (fmt[i] - '0');
+        ++i;
+      }
       if (spec.precision > kMaxWidth) return Error{"precision too big"};
     }
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;

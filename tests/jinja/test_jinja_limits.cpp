@@ -49,6 +49,15 @@ TEST(JinjaLimits, HugeRepetition) {
   expect_error_containing("{{ [1, 2] * 9000000000000000000 }}", "too large");
 }
 
+// Found by tests/fuzz (fuzz_chat_template): the digits of a printf-style width or precision
+// overflowed int64 before the limit was checked (UBSan: signed integer overflow).
+TEST(JinjaLimits, HugePercentFormatWidth) {
+  expect_error_containing("{{ '%6666666666666666666666666666s' % 'x' }}", "format width too big");
+  expect_error_containing("{{ '%.6666666666666666666666666666f' % 1.5 }}", "precision too big");
+  expect_error_containing("{{ '%*d' % (-9223372036854775807 - 1, 1) }}", "format width too big");
+  EXPECT_EQ(render_or_error("{{ '%5s|%-3d|%.2f' % ('ab', 7, 1.5) }}"), "   ab|7  |1.50");
+}
+
 TEST(JinjaLimits, RangeIsCappedLikeTheSandbox) {
   expect_error_containing("{{ range(100001)|length }}", "MAX_RANGE (100000)");
   EXPECT_EQ(render_or_error("{{ range(100000)|length }}"), "100000");
