@@ -61,7 +61,9 @@ bool RecurrentState::rollback(int32_t slot) {
 void RecurrentState::copy(int32_t src, int32_t dst) {
   assert(src >= 0 && src < n_slots_ && dst >= 0 && dst < n_slots_);
   if (src == dst) return;
-  std::memcpy(buffer(dst, current_[dst]), buffer(src, current_[src]), size_t(state_floats_) * sizeof(float));
+  if (state_floats_ > 0) {
+    std::memcpy(buffer(dst, current_[dst]), buffer(src, current_[src]), size_t(state_floats_) * sizeof(float));
+  }
   can_rollback_[dst] = 0;
 }
 
@@ -80,7 +82,9 @@ void RecurrentState::snapshot_into(int32_t slot, Snapshot& out) const {
 void RecurrentState::restore(int32_t slot, const Snapshot& snapshot) {
   assert(slot >= 0 && slot < n_slots_);
   assert(static_cast<int64_t>(snapshot.values.size()) == state_floats_);
-  std::memcpy(buffer(slot, current_[slot]), snapshot.values.data(), size_t(state_floats_) * sizeof(float));
+  if (state_floats_ > 0) {  // a model without recurrent layers has empty snapshots (data() null)
+    std::memcpy(buffer(slot, current_[slot]), snapshot.values.data(), size_t(state_floats_) * sizeof(float));
+  }
   can_rollback_[slot] = 0;
 }
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MODEL_DIR = os.path.join(ROOT, "models", "eval", "llama")
@@ -51,9 +52,27 @@ def start_server():
         except ValueError:
             continue
         if rec.get("message") == "listening":
-            return proc, int(rec["port"])
+            port = int(rec["port"])
+            wait_ready(proc, port, deadline)
+            return proc, port
     proc.kill()
     raise RuntimeError("spillway did not log its port")
+
+
+def wait_ready(proc, port, deadline):
+    """/health answers 200 once the model is loaded (503 while loading)."""
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("spillway exited while loading")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("spillway did not become healthy")
 
 
 def main():
