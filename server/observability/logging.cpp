@@ -16,12 +16,25 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// Set by init_logging, which runs before any other thread starts (run_serve's first line).
 LogFormat g_format = LogFormat::Text;
 std::shared_ptr<spdlog::logger> g_logger;
 
+std::shared_ptr<spdlog::logger> make_logger(LogFormat format) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("spillway", sink);
+  logger->set_pattern(format == LogFormat::Json ? "%v" : "[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  logger->flush_on(spdlog::level::info);
+  logger->set_level(spdlog::level::info);
+  return logger;
+}
+
 spdlog::logger& logger() {
-  if (!g_logger) init_logging(LogFormat::Text);
-  return *g_logger;
+  if (g_logger) return *g_logger;
+  // Without init_logging (tests, tools): a text logger made once, whichever thread logs
+  // first (a function-local static: thread-safe initialisation).
+  static const std::shared_ptr<spdlog::logger> fallback = make_logger(LogFormat::Text);
+  return *fallback;
 }
 
 std::string utc_timestamp() {
@@ -72,11 +85,7 @@ void emit(spdlog::level::level_enum level, std::string_view message, const json&
 
 void init_logging(LogFormat format) {
   g_format = format;
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  g_logger = std::make_shared<spdlog::logger>("spillway", sink);
-  g_logger->set_pattern(format == LogFormat::Json ? "%v" : "[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-  g_logger->flush_on(spdlog::level::info);
-  g_logger->set_level(spdlog::level::info);
+  g_logger = make_logger(format);
 }
 
 void log_info(std::string_view message, const json& fields) {
