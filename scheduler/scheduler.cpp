@@ -28,13 +28,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, const engine::Tokenizer& tok
       tokenizer_(tokenizer),
       n_vocab_(n_vocab),
       observer_(observer),
+      max_context_(static_cast<int32_t>(
+          std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size))),
       seed_source_(std::random_device{}()),
       blocks_(config.n_kv_blocks),
       prefix_cache_(blocks_, config.block_size, config.prefix_cache),
       snapshots_(config.n_state_slots > 0 ? std::max(config.n_state_snapshots, 0) : 0) {
   assert(config.block_size > 0 && config.n_kv_blocks > 0 && config.max_batch_tokens > 0);
-  max_context_ = static_cast<int32_t>(
-      std::min<int64_t>(config.max_context, int64_t{config.n_kv_blocks} * config.block_size));
   // Handed out lowest first (back of the vector).
   for (int32_t s = config.n_state_slots - 1; s >= 0; --s) free_state_slots_.push_back(s);
   const int32_t vocab = std::min(n_vocab, tokenizer.n_vocab());

@@ -83,6 +83,7 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Whether params fit this engine (prompt ids, lengths, n, limits); a user-facing reason.
+  // Any thread: reads only the const members set at construction.
   std::optional<SubmitRejection> validate(const GenerationParams& params) const;
   // Queues a validated request at the back of the waiting queue.
   void add_request(RequestId id, GenerationParams params, UpdateSink sink,
@@ -149,11 +150,12 @@ class Scheduler {
   void drop_pending_snapshots();
   void release_state_slot(Sequence& seq);
 
-  SchedulerConfig config_;
+  // Constants from construction: validate() reads only these (it runs on HTTP threads).
+  const SchedulerConfig config_;
   const engine::Tokenizer& tokenizer_;
-  int32_t n_vocab_;
+  const int32_t n_vocab_;
   MetricsObserver* observer_;
-  int32_t max_context_;
+  const int32_t max_context_;
   std::vector<int32_t> end_of_generation_ids_;
   std::mt19937_64 seed_source_;
 
