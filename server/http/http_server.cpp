@@ -246,7 +246,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec, std::size_t) {
     if (handle_read_error(ec)) return;
     auto& req = parser_->get();
-    if (std::optional<api::ApiError> e = check_transfer_encoding(req)) return fail_request(*e, current_path());
+    if (std::optional<api::ApiError> e = check_transfer_encoding(req)) {
+      linger_after_response_ = true;  // a body of unknown length may follow: let the client read the status
+      return fail_request(*e, current_path());
+    }
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       net::async_write(stream_, net::buffer(*cont),
