@@ -3,7 +3,7 @@
 // router's top little_k experts (renormalised over them); when the top softmax probability
 // of the resulting logits is <= gamma, the step is discarded and the position recomputed
 // with the full top-k (its KV overwritten). Prefill always uses the full k. gamma = 0 is a
-// little_k run and gamma = 1 a full-k run, bit for bit (tests/engine/test_mobile_decode.cpp).
+// little_k run and gamma = 1 a full-k run, bit for bit (tests/engine/moe/test_mobile_decode.cpp).
 //
 // Recomputing a position overwrites its KV; hybrid MoE models (qwen35moe, qwen3next) also
 // roll their recurrent state back one step (engine::RecurrentState::rollback) first. Not the server path: no sampler, no streaming.

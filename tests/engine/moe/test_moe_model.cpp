@@ -16,7 +16,7 @@
 
 #include "engine/format/gguf_writer.h"
 #include "engine/format/hf_tensor_names.h"
-#include "hf_test_files.h"
+#include "engine/hf_test_files.h"
 #include "engine/forward/forward.h"
 #include "engine/model/arch/architecture.h"
 #include "engine/model/model.h"
