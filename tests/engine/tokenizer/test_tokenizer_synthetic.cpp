@@ -309,6 +309,7 @@ TEST(TokenizerSpeed, LongPromptsPrintTokensPerSecond) {
   for (const auto& c : test::read_vocab_cases(test::testdata("vocab/ggml-vocab-gpt-2.gguf"))) {
     text += c.input + "\n";
   }
+  ASSERT_FALSE(text.empty()) << "no vocab cases read from the test data";
   std::string prose;
   while (prose.size() < 100000) prose += text;
   prose.resize(100000);
