@@ -56,6 +56,11 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
 }
 
 Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const {
+  return render(inputs, jinja::RenderLimits{});
+}
+
+Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs,
+                                         const jinja::RenderLimits& limits) const {
   try {
     using jinja::Value;
     std::vector<std::pair<std::string, Value>> vars;
@@ -87,7 +92,7 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const
 
     jinja::Interpreter::Clock clock = inputs.strftime_now;
     if (!clock) clock = local_strftime;
-    jinja::Interpreter interp(program_->ast, jinja::RenderLimits{}, std::move(clock));
+    jinja::Interpreter interp(program_->ast, limits, std::move(clock));
     auto out = interp.render(std::move(vars));
     if (!out.ok()) {
       if (interp.raised()) return out.error();

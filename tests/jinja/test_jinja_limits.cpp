@@ -6,7 +6,9 @@
 #include <string>
 #include <thread>
 
+#include "api/chat_template.h"
 #include "api/chat_template_test_util.h"
+#include "jinja/interp.h"
 
 namespace spillway::api {
 namespace {
@@ -137,6 +139,23 @@ TEST(JinjaLimits, RenderIsRepeatableAndConcurrent) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(good.load(), 200);
+}
+
+// The caller's limits replace the defaults: a loop the defaults allow fails under a smaller
+// iteration budget (the fuzz target renders that way).
+TEST(JinjaLimits, CallerLimitsReplaceTheDefaults) {
+  auto tmpl = ChatTemplate::parse("{% for i in range(5000) %}.{% endfor %}");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
+  ChatTemplateInputs inputs;
+  auto with_defaults = tmpl->render(inputs);
+  ASSERT_TRUE(with_defaults.ok()) << with_defaults.error().message;
+  EXPECT_EQ(with_defaults->size(), 5000u);
+  jinja::RenderLimits small;
+  small.max_loop_iterations = 1000;
+  auto with_small = tmpl->render(inputs, small);
+  ASSERT_FALSE(with_small.ok());
+  EXPECT_NE(with_small.error().message.find("too many loop iterations"), std::string::npos)
+      << with_small.error().message;
 }
 
 }  // namespace
