@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "server/http/request_checks.h"
+
 namespace spillway::server {
 
 namespace {
@@ -156,8 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_header() {
     if (closed_) return;
     parser_.emplace();
-    parser_->body_limit(shared_.config.max_body_bytes);
-    parser_->header_limit(static_cast<std::uint32_t>(shared_.config.max_header_bytes));
+    configure_request_parser(*parser_, read_limits());
     stream_.expires_after(shared_.config.header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
@@ -169,74 +170,22 @@ class Session : public std::enable_shared_from_this<Session> {
     send_response(shared_.errors(error, path));
   }
 
-  static api::ApiError bad_http(std::string message) {
-    api::ApiError e;
-    e.status = 400;
-    e.message = std::move(message);
-    e.code = "bad_request";
-    return e;
-  }
-
-  // RFC 9112 §6.1/§6.3: chunked must be the final coding of a request and appear once; we
-  // decode no other coding.
-  static std::optional<api::ApiError> check_transfer_encoding(const http::request<http::string_body>& req) {
-    auto field = req.find(http::field::transfer_encoding);
-    if (field == req.end()) return std::nullopt;
-    std::vector<std::string> codings;
-    for (auto fields = req.equal_range(http::field::transfer_encoding); fields.first != fields.second;
-         ++fields.first) {
-      const std::string_view value(fields.first->value().data(), fields.first->value().size());
-      size_t begin = 0;
-      while (begin <= value.size()) {
-        size_t end = value.find(',', begin);
-        if (end == std::string_view::npos) end = value.size();
-        std::string_view coding = value.substr(begin, end - begin);
-        while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
-        while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
-        if (!coding.empty()) codings.emplace_back(coding);
-        begin = end + 1;
-      }
-    }
-    const auto is_chunked = [](const std::string& c) { return beast::iequals(c, "chunked"); };
-    const auto chunked_count = std::count_if(codings.begin(), codings.end(), is_chunked);
-    if (codings.empty() || !is_chunked(codings.back()) || chunked_count != 1) {
-      return bad_http(fmt::format("Unsupported Transfer-Encoding '{}': a request's transfer codings must "
-                                  "end with a single 'chunked'.",
-                                  std::string(field->value())));
-    }
-    if (codings.size() > 1) {
-      api::ApiError e = bad_http(fmt::format("Transfer-Encoding '{}' is not implemented: only 'chunked' is "
-                                             "accepted.",
-                                             std::string(field->value())));
-      e.status = 501;
-      e.code = "not_implemented";
-      return e;
-    }
-    return std::nullopt;
-  }
-
   std::string current_path() const {
     if (!parser_ || !parser_->is_header_done()) return "";
     std::string target(parser_->get().target());
     return target.substr(0, target.find('?'));
   }
 
+  RequestReadLimits read_limits() const {
+    return {shared_.config.max_header_bytes, shared_.config.max_body_bytes};
+  }
+
   bool handle_read_error(beast::error_code ec) {
     if (!ec) return false;
-    if (ec == http::error::body_limit) {
-      linger_after_response_ = true;
-      fail_request(api::payload_too_large(shared_.config.max_body_bytes), current_path());
-    } else if (ec == http::error::header_limit) {
-      api::ApiError e = bad_http(fmt::format("The request headers are larger than the limit of {} bytes.",
-                                             shared_.config.max_header_bytes));
-      e.status = 431;
-      fail_request(e, current_path());
-    } else if (ec == http::error::end_of_stream || ec == net::error::eof ||
-               ec == beast::error::timeout || ec == net::error::connection_reset ||
-               ec == net::error::operation_aborted || ec == http::error::partial_message) {
-      close();
-    } else if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      fail_request(bad_http("Malformed HTTP request: " + ec.message()), current_path());
+    if (std::optional<api::ApiError> response = read_error_response(ec, read_limits())) {
+      // After a 413 the rest of the body may still be coming: let the client read the status.
+      if (ec == http::error::body_limit) linger_after_response_ = true;
+      fail_request(*response, current_path());
     } else {
       close();
     }
@@ -275,22 +224,12 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.reset();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.path = request.target.substr(0, request.target.find('?'));
-    request.authorization = std::string(req[http::field::authorization]);
-    request.body = std::move(req.body());
-    if (!shared_.config.host_policy.allows(std::string(req[http::field::host]))) {
+    const std::string host(req[http::field::host]);
+    HttpRequest request = to_http_request(std::move(req));
+    if (!shared_.config.host_policy.allows(host)) {
       keep_alive_ = false;
       begin_response();
-      api::ApiError e;
-      e.status = 403;
-      e.message = fmt::format("The Host '{}' is not served here (DNS rebinding protection). Start the server "
-                              "with --allowed-hosts {} to allow it.",
-                              std::string(req[http::field::host]), std::string(req[http::field::host]));
-      e.code = "host_not_allowed";
-      send_response(shared_.errors(e, request.path));
+      send_response(shared_.errors(host_not_allowed(host), request.path));
       return;
     }
     if (probe_only_ && !(shared_.config.is_probe && shared_.config.is_probe(request.path))) {
