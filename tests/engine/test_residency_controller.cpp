@@ -35,20 +35,24 @@ class ResidencyControllerTest : public ::testing::Test {
     o.heads = 4;
     o.kv_heads = 2;
     o.ff = 256;
-    o.vocab = 300;
+    o.vocab = 600;
     o.type = kernels::DType::F16;
-    ASSERT_TRUE(tools::write_demo_model(path_.string(), o).ok());
+    const Status written = tools::write_demo_model(path_.string(), o);
+    ASSERT_TRUE(written.ok()) << written.error().message;
     auto model = Model::open(path_.string());
     ASSERT_TRUE(model.ok()) << model.error().message;
     model_ = std::move(*model);
-    // The plan: 6 of 8 layers resident, 2 streamed (staging already allocated).
-    auto w = WeightResidency::create(*model_, {true, true, true, true, true, true, false, false}, {});
-    ASSERT_TRUE(w.ok()) << w.error().message;
-    weights_ = std::move(*w);
+    reload();
     memory_.reading.cgroup_limited = true;
     memory_.reading.limit_bytes = 557 * kMiB;
   }
   void TearDown() override { fs::remove(path_); }
+  // The plan: 6 of 8 layers resident, 2 streamed (staging already allocated).
+  void reload() {
+    auto w = WeightResidency::create(*model_, {true, true, true, true, true, true, false, false}, {});
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    weights_ = std::move(*w);
+  }
 
   // A controller checking on every step, on a fake clock advanced 1 s per step.
   // Like the bootstrap, re-admission never goes beyond the plan's resident bytes.
@@ -91,7 +95,7 @@ TEST_F(ResidencyControllerTest, APlanAtItsSteadyStateIsNeverShed) {
     ResidencyController old = make(PressurePolicy{});
     EXPECT_GT(step(old, 100 * kMiB).shed, 0) << "the fixed 300 MB floor sheds in a 557 MiB cgroup";
   }
-  weights_ = std::move(*WeightResidency::create(*model_, {true, true, true, true, true, true, false, false}, {}));
+  reload();
   ResidencyController c = make(default_pressure_policy());
   const int64_t floor = default_pressure_policy().floor_for(557 * kMiB);
   for (int i = 0; i < 200; ++i) {
@@ -132,7 +136,7 @@ TEST_F(ResidencyControllerTest, RealPressureShedsAtOnce) {
     EXPECT_GT(step(c, floor / 2 - 1).shed, 0);
     EXPECT_STREQ(c.events().at(0).reason, "below half the floor");
   }
-  weights_ = std::move(*WeightResidency::create(*model_, {true, true, true, true, true, true, false, false}, {}));
+  reload();
   {  // PSI over its threshold with memory apparently available.
     ResidencyController c = make(default_pressure_policy());
     memory_.reading.pressure_some_avg10 = 60;
@@ -140,7 +144,7 @@ TEST_F(ResidencyControllerTest, RealPressureShedsAtOnce) {
     EXPECT_STREQ(c.events().at(0).reason, "PSI");
     memory_.reading.pressure_some_avg10 = 0;
   }
-  weights_ = std::move(*WeightResidency::create(*model_, {true, true, true, true, true, true, false, false}, {}));
+  reload();
   {  // The limit lowered at run time: the first reading under the (new) floor sheds.
     ResidencyController c = make(default_pressure_policy());
     EXPECT_EQ(step(c, 100 * kMiB).shed, 0);
