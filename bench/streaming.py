@@ -408,6 +408,10 @@ def main():
     ap.add_argument("--batch-sweep", action="store_true", help="aggregate tok/s vs sequences per step")
     ap.add_argument("--sweeps", action="store_true", help="the older unlimited sweeps (F16 model)")
     a = ap.parse_args()
+    try:
+        import numpy  # noqa: F401  (the mmap reader's child process uses it)
+    except ImportError:
+        sys.exit("bench/streaming.py needs numpy for the mmap reader: run it with /usr/bin/python3")
     if a.quick:
         a.models, a.gen, a.batch, a.prompt, a.dd_bytes = "quick", 4, 4, 16, 256 << 20
     spillway = os.path.realpath(a.spillway)
