@@ -55,6 +55,34 @@ Peak prefill_peak(kernels::DType t, const kernels::MachinePeaks& m) {
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// The probe's DRAM buffer, sized to the memory left now (above the pressure floor when a
+// controller runs): a fixed 512 MiB buffer got `bench` OOM-killed in small cgroups.
+kernels::ProbeOptions probe_options(const engine::MemorySource& memory, const engine::ResidencyController* controller) {
+  const engine::MemoryReading m = memory.read();
+  const int64_t floor = controller ? controller->policy().floor_for(m.limit_bytes) : 0;
+  kernels::ProbeOptions o;
+  o.buffer_bytes = kernels::probe_buffer_bytes_for(m.available_bytes - floor);
+  return o;
+}
+
+nlohmann::ordered_json events_json(const engine::ResidencyController& c) {
+  nlohmann::ordered_json out = nlohmann::json::array();
+  for (const engine::ResidencyEvent& e : c.events()) {
+    out.push_back({{"seconds", e.seconds},
+                   {"step", e.step},
+                   {"reason", e.reason},
+                   {"layers_shed", e.layers_shed},
+                   {"layers_readmitted", e.layers_readmitted},
+                   {"expert_slots_shed", e.expert_slots_shed},
+                   {"expert_slots_readmitted", e.expert_slots_readmitted},
+                   {"resident_layers_after", e.resident_layers_after},
+                   {"available_bytes", e.available_bytes},
+                   {"floor_bytes", e.floor_bytes},
+                   {"pressure_some_avg10", e.pressure_some_avg10}});
+  }
+  return out;
+}
+
 // `bench --sampling`: sampling time per row and per step against the step's forward.
 int bench_sampling(const BenchOptions& o, const engine::Model& model, kernels::ThreadPool& pool) {
   fmt::print(stderr, "measuring sampling: a decode step of {} sequences, {} repeats, {} threads\n",
@@ -143,9 +171,12 @@ int bench(const BenchOptions& o) {
   }
 
   kernels::MachinePeaks peaks;
+  size_t probe_buffer = 0;
   if (!o.no_probe) {
-    fmt::print(stderr, "probing the machine (DRAM bandwidth, compute peaks)...\n");
-    peaks = kernels::probe_machine(pool);
+    const kernels::ProbeOptions po = probe_options(memory, controller);
+    probe_buffer = po.buffer_bytes;
+    fmt::print(stderr, "probing the machine (DRAM bandwidth over {} MiB, compute peaks)...\n", po.buffer_bytes >> 20);
+    peaks = kernels::probe_machine(pool, po);
   }
   fmt::print(stderr, "measuring: {} prompt tokens, {} generated, batch {}, {} repeats, {} threads\n",
              o.throughput.prompt_tokens, o.throughput.gen_tokens, o.throughput.batch,
@@ -167,7 +198,9 @@ int bench(const BenchOptions& o) {
   if (!o.no_probe) {
     // The machine is shared: probe again after measuring and keep the better figures, so a
     // quiet moment during the run raises the bounds rather than flattering the fractions.
-    const kernels::MachinePeaks after = kernels::probe_machine(pool);
+    const kernels::ProbeOptions po = probe_options(memory, controller);
+    probe_buffer = std::min(probe_buffer, po.buffer_bytes);
+    const kernels::MachinePeaks after = kernels::probe_machine(pool, po);
     peaks.dram_read_bytes_per_second = std::max(peaks.dram_read_bytes_per_second, after.dram_read_bytes_per_second);
     peaks.dram_read_bytes_per_second_1_thread =
         std::max(peaks.dram_read_bytes_per_second_1_thread, after.dram_read_bytes_per_second_1_thread);
@@ -212,6 +245,7 @@ int bench(const BenchOptions& o) {
       {"int8_ops_per_second", peaks.int8_ops_per_second},
       {"bf16_flops", peaks.bf16_flops},
       {"fp32_flops", peaks.fp32_flops},
+      {"dram_probe_buffer_bytes", probe_buffer},
   };
   if (o.throughput.profile) {
     // Share of each phase's forward time per part, and seconds per step.
@@ -232,7 +266,8 @@ int bench(const BenchOptions& o) {
     const engine::StreamerStats io = w.streamer_stats();
     const double streamed = static_cast<double>(w.streamed_bytes_per_step());
     nlohmann::ordered_json res = {
-        {"resident_layers", w.resident_layers()},
+        {"planned_resident_layers", setup->plan.resident_layers},
+        {"resident_layers", w.resident_layers()},  // at the end of the run
         {"streamed_layers", w.n_layers() - w.resident_layers()},
         {"resident_weight_bytes", w.resident_weight_bytes()},
         {"streamed_bytes_per_step", streamed},
@@ -241,6 +276,11 @@ int bench(const BenchOptions& o) {
         {"io_stall_seconds_total", io.stall_seconds - io_before.stall_seconds},
         {"residency_shed_total", controller->shed_total()},
         {"residency_readmit_total", controller->readmit_total()},
+        {"residency_events", events_json(*controller)},
+        {"memory_available_bytes_at_start", setup->memory_at_start.available_bytes},
+        {"memory_limit_bytes", setup->memory_at_start.limit_bytes},
+        {"pressure_floor_bytes", setup->pressure_floor_bytes},
+        {"budget_bytes", setup->plan.budget_bytes},
     };
     if (streamed > 0) {
       res["disk_read_bytes_per_second"] = setup->disk_bytes_per_second;
@@ -280,6 +320,21 @@ int bench(const BenchOptions& o) {
                100 * j["residency"]["tg_fraction_of_disk"].get<double>(),
                100 * j["residency"]["pp_fraction_of_disk"].get<double>());
   }
+  if (setup) {
+    const auto& res = j["residency"];
+    fmt::print("  residency: {} of {} layers resident at the end of the run (plan {}); {} shed, {} re-admitted\n",
+               res["resident_layers"].get<int>(), cfg.n_layers, res["planned_resident_layers"].get<int>(),
+               controller->shed_total(), controller->readmit_total());
+    for (const engine::ResidencyEvent& e : controller->events()) {
+      fmt::print("    {:7.1f} s, step {:5}: {} ({:.1f} MiB available, floor {:.1f} MiB, PSI {:.1f}%): ", e.seconds, e.step,
+                 e.reason, e.available_bytes / 1048576.0, e.floor_bytes / 1048576.0, e.pressure_some_avg10);
+      if (e.layers_shed) fmt::print("shed {} layers", e.layers_shed);
+      if (e.layers_readmitted) fmt::print("re-admitted {} layers", e.layers_readmitted);
+      if (e.expert_slots_shed) fmt::print("shed {} expert slots", e.expert_slots_shed);
+      if (e.expert_slots_readmitted) fmt::print("re-admitted {} expert slots", e.expert_slots_readmitted);
+      fmt::print(", {} resident\n", e.resident_layers_after);
+    }
+  }
   if (o.throughput.profile) {
     for (const char* phase : {"prefill", "decode", "batch"}) {
       const auto& p = j["profile"][phase];
@@ -295,10 +350,10 @@ int bench(const BenchOptions& o) {
     fmt::print("  machine: not probed (--no-probe)\n");
     return 0;
   }
-  fmt::print("  machine: DRAM {:.1f} GB/s ({:.1f} one thread), int8 {:.2f} TOPS, bf16 {:.2f} TFLOPS, "
+  fmt::print("  machine: DRAM {:.1f} GB/s ({:.1f} one thread; {} MiB buffer), int8 {:.2f} TOPS, bf16 {:.2f} TFLOPS, "
              "fp32 {:.2f} TFLOPS\n",
              peaks.dram_read_bytes_per_second / 1e9, peaks.dram_read_bytes_per_second_1_thread / 1e9,
-             peaks.int8_ops_per_second / 1e12, peaks.bf16_flops / 1e12, peaks.fp32_flops / 1e12);
+             probe_buffer >> 20, peaks.int8_ops_per_second / 1e12, peaks.bf16_flops / 1e12, peaks.fp32_flops / 1e12);
   return 0;
 }
 

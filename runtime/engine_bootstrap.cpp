@@ -19,7 +19,7 @@ Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const Engin
         memory, options.progress);
     if (!setup) return setup.error();
     b.residency = std::make_unique<engine::ResidencySetup>(std::move(*setup));
-    engine::PressurePolicy policy;
+    engine::PressurePolicy policy = engine::default_pressure_policy();
     policy.max_resident_bytes = b.residency->plan.non_layer_bytes + b.residency->plan.resident_layer_bytes;
     b.controller = std::make_unique<engine::ResidencyController>(*b.residency->weights, memory, policy,
                                                                  options.residency->prefetch_depth);

@@ -106,13 +106,48 @@ LinuxMemorySource::LinuxMemorySource(std::string proc_root, std::string cgroup_r
   }
 }
 
+namespace {
+
+// Anonymous + shmem + unevictable + kernel memory charged to the cgroup (see the header),
+// nullopt when memory.stat has no anonymous count.
+std::optional<int64_t> unreclaimable_bytes(const std::string& dir, const std::string& stat, bool v2) {
+  auto field = [&](std::string_view key) { return find_field(stat, key).value_or(0); };
+  if (v2) {
+    const auto anon = find_field(stat, "anon");
+    if (!anon) return std::nullopt;
+    int64_t kernel = 0;
+    if (auto k = find_field(stat, "kernel")) {
+      kernel = *k;  // Linux 5.18+
+    } else {
+      for (const char* part : {"slab", "kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc"}) {
+        kernel += field(part);
+      }
+    }
+    return *anon + field("shmem") + field("unevictable") + kernel;
+  }
+  // v1: the total_* fields include descendant cgroups; a cgroup with no children has only
+  // the plain ones on some kernels.
+  auto total = [&](std::string_view key) -> std::optional<int64_t> {
+    if (auto v = find_field(stat, "total_" + std::string(key))) return v;
+    return find_field(stat, key);
+  };
+  const auto rss = total("rss");
+  if (!rss) return std::nullopt;
+  // rss includes transparent huge pages (rss_huge is a part of it, not an addition).
+  const int64_t anon = std::max(*rss, total("rss_huge").value_or(0));
+  const int64_t kmem = read_int_file(dir + "/memory.kmem.usage_in_bytes").value_or(0);
+  return anon + total("shmem").value_or(0) + total("unevictable").value_or(0) + std::max<int64_t>(kmem, 0);
+}
+
+}  // namespace
+
 MemoryReading LinuxMemorySource::read() const {
   MemoryReading r;
   const auto meminfo = read_file(proc_root_ + "/meminfo").value_or("");
   const int64_t total = find_field(meminfo, "MemTotal").value_or(0);
   const int64_t mem_available = find_field(meminfo, "MemAvailable").value_or(total);
 
-  std::optional<int64_t> limit, usage, inactive_file;
+  std::optional<int64_t> limit, usage, inactive_file, unreclaimable;
   if (!cgroup_dir_.empty()) {
     const std::string stat = read_file(cgroup_dir_ + "/memory.stat").value_or("");
     if (v2_) {
@@ -126,14 +161,21 @@ MemoryReading LinuxMemorySource::read() const {
       inactive_file = find_field(stat, "total_inactive_file");
       if (!inactive_file) inactive_file = find_field(stat, "inactive_file");
     }
+    unreclaimable = unreclaimable_bytes(cgroup_dir_, stat, v2_);
   }
   if (limit && total > 0 && *limit < total && usage) {
     r.cgroup_limited = true;
     r.limit_bytes = *limit;
     r.usage_bytes = *usage;
-    r.reclaimable_bytes = std::clamp<int64_t>(inactive_file.value_or(0), 0, *usage);
-    const int64_t working_set = r.usage_bytes - r.reclaimable_bytes;
-    r.available_bytes = std::max<int64_t>(0, std::min(r.limit_bytes - working_set, mem_available));
+    if (unreclaimable) {
+      // Everything here is charged to usage; a page counted twice (mlocked anonymous
+      // memory is also unevictable) must not make it more than usage.
+      r.unreclaimable_bytes = std::clamp<int64_t>(*unreclaimable, 0, *usage);
+    } else {
+      r.unreclaimable_bytes = *usage - std::clamp<int64_t>(inactive_file.value_or(0), 0, *usage);
+    }
+    r.reclaimable_bytes = r.usage_bytes - r.unreclaimable_bytes;
+    r.available_bytes = std::max<int64_t>(0, std::min(r.limit_bytes - r.unreclaimable_bytes, mem_available));
   } else {
     r.limit_bytes = total;
     r.usage_bytes = total - mem_available;

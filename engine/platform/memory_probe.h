@@ -1,12 +1,19 @@
 // Reads how much memory this process may use and how much is left: the cgroup limit and
 // usage (v1 memory.limit_in_bytes / memory.usage_in_bytes, v2 memory.max /
-// memory.current), the reclaimable page cache inside it (inactive file pages), the
-// system's MemAvailable, and PSI memory pressure (/proc/pressure/memory, "some avg10").
+// memory.current), what inside it the kernel cannot reclaim (memory.stat), the system's
+// MemAvailable, and PSI memory pressure (/proc/pressure/memory, "some avg10").
 //
-// "Available" is what can still be allocated without the kernel having to evict anything
-// it cannot drop cheaply: min(limit - (usage - inactive_file), MemAvailable). This is the
-// working-set arithmetic kubelet and docker use; page cache counts against a cgroup limit
-// (NOTES.md), so an mmap'd model looks "used" until it is reclaimed.
+// "Available" is what can still be allocated before the kernel would have to OOM-kill:
+//   min(limit - unreclaimable, MemAvailable), unreclaimable = anonymous + shmem +
+//   unevictable + kernel memory
+// cgroup v1: total_rss (anonymous incl. transparent huge pages; total_rss_huge is part of
+// it) + total_shmem + total_unevictable + memory.kmem.usage_in_bytes. v2: anon + shmem +
+// unevictable + kernel (or, before Linux 5.18, its parts: slab, kernel_stack, pagetables,
+// percpu, sock, vmalloc). File cache, active and inactive, is reclaimable: the kernel drops
+// it before it OOM-kills, so a model file another reader left in the page cache of this
+// cgroup does not shrink the budget (issue #21). Where memory.stat lacks the anonymous
+// count (old kernels, odd mounts) it falls back to usage - inactive_file (kubelet's
+// working set), which counts active file pages as used.
 //
 // Thread contract: read() may be called from any thread; implementations keep no state
 // other than their paths.
@@ -22,7 +29,8 @@ namespace spillway::engine {
 struct MemoryReading {
   int64_t limit_bytes = 0;        // cgroup limit, or MemTotal when no limit is set
   int64_t usage_bytes = 0;        // cgroup usage incl. page cache, or MemTotal - MemAvailable
-  int64_t reclaimable_bytes = 0;  // inactive file pages inside the cgroup
+  int64_t reclaimable_bytes = 0;  // usage the kernel can reclaim: file cache (active + inactive)
+  int64_t unreclaimable_bytes = 0;  // anonymous + shmem + unevictable + kernel (cgroup only)
   int64_t available_bytes = 0;    // see the header comment
   double pressure_some_avg10 = 0; // PSI: % of the last 10 s some task stalled on memory (0-100)
   bool cgroup_limited = false;    // a finite cgroup limit below MemTotal applies

@@ -7,6 +7,13 @@
 // run time: enough layers to get back above it). When pressure has stayed low for
 // `readmit_after_seconds` and there is room for a layer plus a margin, it re-admits one
 // streamed layer per check, lowest index first, never beyond `max_resident_bytes`.
+// The floor and the re-admit margin may scale with the limit (floor_fraction_of_limit),
+// so that a small cgroup is not "under pressure" by a floor meant for a large machine.
+// Hysteresis (issue #21): a reading just under the floor (between half the floor and the
+// floor) sheds only when `confirm_checks` consecutive checks saw it, so one dip from the
+// run's own transient use does not shed a plan the budget allows; PSI over its threshold,
+// a reading under half the floor or a lowered limit shed at once. The plan keeps the floor
+// out of the auto budget (residency_setup.cpp), so its steady state sits above it.
 // The first shed also allocates the streaming buffers (prefetch depth + 1 layers), so it
 // sheds at least that many + 1 layers: shedding fewer would use more memory, not less.
 // With the expert tier of a MoE model, pressure sheds expert-cache slots first (the same
@@ -20,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/platform/memory_probe.h"
 #include "engine/residency/weight_residency.h"
@@ -35,6 +43,36 @@ struct PressurePolicy {
   int32_t check_every_steps = 64;
   double check_every_seconds = 1.0;
   int64_t max_resident_bytes = INT64_MAX;     // weights kept resident never exceed this
+  // > 0: the floor is min(floor_bytes, this x the reading's limit), the re-admit margin
+  // min(readmit_margin_bytes, this x the limit); 0: the fixed byte values.
+  double floor_fraction_of_limit = 0;
+  double readmit_margin_fraction_of_limit = 0;
+  // Consecutive checks below the floor (but above half of it) before shedding; 1: at once.
+  int32_t confirm_checks = 1;
+
+  // The floor and margin in effect for a reading with this limit (bytes; limit <= 0:
+  // unknown, the fixed values).
+  int64_t floor_for(int64_t limit_bytes) const;
+  int64_t readmit_margin_for(int64_t limit_bytes) const;
+};
+
+// What `serve`, `run` and `bench` use: floor min(300 MiB, 10% of the limit), re-admit margin
+// min(256 MiB, 10% of the limit), a mild dip confirmed on 2 checks.
+PressurePolicy default_pressure_policy();
+
+// One shed or re-admission, for logs and `bench` (seconds since the controller started).
+struct ResidencyEvent {
+  double seconds = 0;
+  int64_t step = 0;  // on_step() calls before this one
+  int32_t layers_shed = 0;
+  int32_t layers_readmitted = 0;
+  int32_t expert_slots_shed = 0;
+  int32_t expert_slots_readmitted = 0;
+  int32_t resident_layers_after = 0;
+  int64_t available_bytes = 0;
+  int64_t floor_bytes = 0;
+  double pressure_some_avg10 = 0;
+  const char* reason = "";  // "PSI", "below half the floor", "limit lowered", "below the floor", "calm"
 };
 
 struct ResidencyAction {
@@ -62,9 +100,16 @@ class ResidencyController {
   int64_t readmit_total() const { return readmit_total_; }
   int64_t expert_slots_shed_total() const { return expert_slots_shed_total_; }
   int64_t expert_slots_readmit_total() const { return expert_slots_readmit_total_; }
+  // The first kMaxEvents sheds and re-admissions, in order.
+  static constexpr size_t kMaxEvents = 256;
+  const std::vector<ResidencyEvent>& events() const { return events_; }
+  const PressurePolicy& policy() const { return policy_; }
 
  private:
-  bool under_pressure(const MemoryReading& r) const;
+  // Why this reading is pressure (nullptr: it is not, yet); counts confirmations.
+  const char* pressure_reason(const MemoryReading& r);
+  void record(const ResidencyAction& a, const MemoryReading& r, const char* reason,
+              std::chrono::steady_clock::time_point now);
   int32_t shed(const MemoryReading& r);
   int32_t readmit(const MemoryReading& r);
 
@@ -74,6 +119,11 @@ class ResidencyController {
   int32_t prefetch_depth_;
   Clock clock_;
   int32_t steps_since_check_ = 0;
+  int64_t steps_ = 0;
+  int32_t below_floor_checks_ = 0;
+  int64_t last_limit_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  std::vector<ResidencyEvent> events_;
   std::chrono::steady_clock::time_point last_check_;
   std::chrono::steady_clock::time_point calm_since_;
   bool calm_ = false;

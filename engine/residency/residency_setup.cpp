@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/platform/direct_reader.h"
+#include "engine/residency/residency_controller.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
 
@@ -61,6 +62,10 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   const ModelConfig& c = model.config();
   ResidencySetup setup;
   setup.memory_at_start = memory.read();
+  setup.pressure_floor_bytes = default_pressure_policy().floor_for(setup.memory_at_start.limit_bytes);
+  // Auto: what the probe says is available, less the floor the controller sheds under.
+  const int64_t auto_budget =
+      std::max<int64_t>(0, setup.memory_at_start.available_bytes - setup.pressure_floor_bytes);
 
   // Sizes as the residency will hold them: lay the units out without reading anything.
   WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
@@ -75,7 +80,7 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.context_tokens = demand.context_tokens;
   sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
 
-  auto plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
+  auto plan = plan_residency(sizes, options, auto_budget);
 
   // MoE: the expert tier when asked for, or (auto) when the model does not fit whole.
   const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
@@ -89,7 +94,7 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     auto apart = WeightResidency::measure(model, weight_options);
     if (!apart) return apart.error();
     sizes.layer_bytes = apart->layer_bytes;
-    auto tier_plan = plan_residency(sizes, options, setup.memory_at_start.available_bytes);
+    auto tier_plan = plan_residency(sizes, options, auto_budget);
     if (!tier_plan) return tier_plan.error();
     setup.plan = std::move(*tier_plan);
     int64_t cache = want_cache;
@@ -128,12 +133,16 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
   std::vector<std::string> lines;
   const MemoryReading& m = memory_at_start;
   lines.push_back(fmt::format(
-      "memory: {} available of {} ({}), PSI some avg10 {:.2f}%", mib(m.available_bytes),
-      mib(m.limit_bytes), m.cgroup_limited ? "cgroup limit" : "no cgroup limit: MemAvailable",
+      "memory: {} available of {} ({}), PSI some avg10 {:.2f}%", mib(m.available_bytes), mib(m.limit_bytes),
+      m.cgroup_limited ? fmt::format("cgroup limit; {} unreclaimable, {} page cache counted reclaimable",
+                                     mib(m.unreclaimable_bytes), mib(m.reclaimable_bytes))
+                       : std::string("no cgroup limit: MemAvailable"),
       m.pressure_some_avg10));
   lines.push_back(fmt::format(
       "residency budget {} ({}): non-layer weights {}, KV reserve {}, runtime reserve {}",
-      mib(plan.budget_bytes), plan.budget_is_auto ? "auto" : "--memory-budget",
+      mib(plan.budget_bytes),
+      plan.budget_is_auto ? fmt::format("auto: available less the pressure floor {}", mib(pressure_floor_bytes))
+                          : std::string("--memory-budget"),
       mib(plan.non_layer_bytes), mib(plan.kv_reserve_bytes), mib(plan.runtime_reserve_bytes)));
   std::string map;
   for (bool r : plan.resident) map += r ? 'R' : 's';

@@ -32,13 +32,17 @@ struct ResidencySetup {
   ResidencyPlan plan;
   std::unique_ptr<WeightResidency> weights;
   MemoryReading memory_at_start;
+  // The pressure controller's floor at start (default_pressure_policy()); an auto budget
+  // leaves it free so that the plan's steady state does not sit under it.
+  int64_t pressure_floor_bytes = 0;
   double disk_bytes_per_second = 0;  // measured at start; 0 when nothing is streamed
   int32_t prefetch_depth = 0;
   // Human-readable description of the plan, one line each, for the start-up log.
   std::vector<std::string> describe(const Model& model) const;
 };
 
-// progress: reading the resident weights (WeightResidency::create).
+// progress: reading the resident weights (WeightResidency::create). With an auto budget the
+// plan gets the available memory less the pressure floor.
 Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptions& options,
                                         const ResidencyDemand& demand, const MemorySource& memory,
                                         const WeightLoadProgress& progress = {});

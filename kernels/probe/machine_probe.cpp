@@ -100,6 +100,12 @@ const ProbeLoops& probe_loops(Isa isa) {
   return scalar;
 }
 
+size_t probe_buffer_bytes_for(int64_t spare_bytes) {
+  constexpr int64_t kMin = int64_t{16} << 20, kMiB = int64_t{1} << 20;
+  const auto most = static_cast<int64_t>(ProbeOptions{}.buffer_bytes);
+  return static_cast<size_t>(std::clamp<int64_t>(spare_bytes / 2 / kMiB * kMiB, kMin, most));
+}
+
 MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& o) {
   MachinePeaks m;
   m.isa = active_isa();

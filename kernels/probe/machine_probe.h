@@ -41,6 +41,11 @@ struct ProbeOptions {
 
 MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& options = {});
 
+// A DRAM probe buffer that fits in `spare_bytes` of memory (e.g. what a cgroup has left
+// above its pressure floor): half of it, rounded down to 1 MiB, between 16 MiB and the
+// default 512 MiB. Under ~64 MiB the figure may include last-level cache hits.
+size_t probe_buffer_bytes_for(int64_t spare_bytes);
+
 // Per-ISA loops (machine_probe_avx2.cpp / machine_probe_avx512.cpp), exposed for tests.
 // read: xor-folds n bytes (n a multiple of 256) so the loads cannot be elided.
 // The others run `iterations` rounds of independent accumulator chains and return the

@@ -8,22 +8,12 @@ set -euo pipefail
 spillway=$1
 work=$2
 
-own=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
-parent=/sys/fs/cgroup/memory${own}
-if [ -z "$own" ] || [ ! -w "$parent" ] || ! mkdir -p "$parent/.spillway-probe-$$" 2>/dev/null; then
-  echo "SKIP: no writable cgroup v1 memory controller here (${parent})"
-  exit 77
-fi
-rmdir "$parent/.spillway-probe-$$"
+source "$(dirname "$0")/cgroup_test_lib.sh"
+cgroup_require_v1
 
 limit_mb=256
 model=$work/cgroup-test-model-$$.gguf
-cgroup=$parent/spillway-test-$$
-cleanup() {
-  rm -f "$model"
-  [ -d "$cgroup" ] && rmdir "$cgroup" 2>/dev/null || true
-}
-trap cleanup EXIT
+cgroup_cleanup_file "$model"
 
 # ~520 MB of F16 weights: 20 layers of ~24 MB, embeddings and output ~16 MB.
 "$spillway" make-demo-model --out "$model" --layers 20 --dim 1024 --ff 2816 --heads 16 \
@@ -32,21 +22,18 @@ model_mb=$(( $(stat -c %s "$model") / 1048576 ))
 echo "model ${model_mb} MB, cgroup limit ${limit_mb} MB"
 [ "$model_mb" -ge $(( 2 * limit_mb * 9 / 10 )) ] || { echo "FAIL: model is not ~2x the limit"; exit 1; }
 
-mkdir "$cgroup"
-echo $(( limit_mb * 1048576 )) > "$cgroup/memory.limit_in_bytes"
-oom_before=$(awk '/^oom_kill / {print $2}' "$cgroup/memory.oom_control" 2>/dev/null || echo 0)
+cgroup=$(cgroup_create run "$limit_mb")
+cgroup_cleanup_dir "$cgroup"
+oom_before=$(cgroup_oom_kills "$cgroup")
 
-# ASan's quarantine would hold up to 256 MB of freed memory: keep it small in here.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16:malloc_context_size=5"
 set +e
-output=$(bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" \
-  "$spillway" run --model "$model" --prompt "Once upon a time" --max-tokens 6 \
+output=$(cgroup_run "$cgroup" "$spillway" run --model "$model" --prompt "Once upon a time" --max-tokens 6 \
   --temperature 0 --threads 2 --memory-budget auto --json 2>&1)
 status=$?
 set -e
 echo "$output" | grep -E '^(memory:|residency budget|layers:|streaming:)' || true
-peak_mb=$(( $(cat "$cgroup/memory.max_usage_in_bytes") / 1048576 ))
-oom_after=$(awk '/^oom_kill / {print $2}' "$cgroup/memory.oom_control" 2>/dev/null || echo 0)
+peak_mb=$(cgroup_peak_mb "$cgroup")
+oom_after=$(cgroup_oom_kills "$cgroup")
 echo "exit status ${status}, peak cgroup usage ${peak_mb} MB, oom kills $(( oom_after - oom_before ))"
 
 [ "$status" -eq 0 ] || { echo "FAIL: spillway exited with ${status}"; echo "$output" | tail -20; exit 1; }

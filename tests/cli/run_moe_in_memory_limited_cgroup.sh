@@ -9,22 +9,12 @@ set -euo pipefail
 spillway=$1
 work=$2
 
-own=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
-parent=/sys/fs/cgroup/memory${own}
-if [ -z "$own" ] || [ ! -w "$parent" ] || ! mkdir -p "$parent/.spillway-probe-$$" 2>/dev/null; then
-  echo "SKIP: no writable cgroup v1 memory controller here (${parent})"
-  exit 77
-fi
-rmdir "$parent/.spillway-probe-$$"
+source "$(dirname "$0")/cgroup_test_lib.sh"
+cgroup_require_v1
 
 limit_mb=256
 model=$work/cgroup-moe-model-$$.gguf
-cgroup=$parent/spillway-moe-test-$$
-cleanup() {
-  rm -f "$model"
-  [ -d "$cgroup" ] && rmdir "$cgroup" 2>/dev/null || true
-}
-trap cleanup EXIT
+cgroup_cleanup_file "$model"
 
 # ~520 MB of F16 weights: 7 layers of 16 experts (3 x 1024 x 768 each, 4.5 MB) + attention.
 "$spillway" make-demo-model --out "$model" --arch qwen3moe --layers 7 --dim 1024 --heads 16 --kv-heads 8 \
@@ -36,18 +26,16 @@ echo "model ${model_mb} MB, cgroup limit ${limit_mb} MB"
 args=(run --model "$model" --prompt "Once upon a time" --max-tokens 6 --temperature 0 --threads 2 --json)
 reference=$("$spillway" "${args[@]}" 2>/dev/null | grep -o '"tokens":\[[0-9,]*\]')
 
-mkdir "$cgroup"
-echo $(( limit_mb * 1048576 )) > "$cgroup/memory.limit_in_bytes"
-oom_before=$(awk '/^oom_kill / {print $2}' "$cgroup/memory.oom_control" 2>/dev/null || echo 0)
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16:malloc_context_size=5"
+cgroup=$(cgroup_create moe "$limit_mb")
+cgroup_cleanup_dir "$cgroup"
+oom_before=$(cgroup_oom_kills "$cgroup")
 set +e
-output=$(bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" \
-  "$spillway" "${args[@]}" --memory-budget auto 2>&1)
+output=$(cgroup_run "$cgroup" "$spillway" "${args[@]}" --memory-budget auto 2>&1)
 status=$?
 set -e
 echo "$output" | grep -E '^(memory:|residency budget|layers:|streaming:|experts:)' || true
-peak_mb=$(( $(cat "$cgroup/memory.max_usage_in_bytes") / 1048576 ))
-oom_after=$(awk '/^oom_kill / {print $2}' "$cgroup/memory.oom_control" 2>/dev/null || echo 0)
+peak_mb=$(cgroup_peak_mb "$cgroup")
+oom_after=$(cgroup_oom_kills "$cgroup")
 echo "exit status ${status}, peak cgroup usage ${peak_mb} MB, oom kills $(( oom_after - oom_before ))"
 
 [ "$status" -eq 0 ] || { echo "FAIL: spillway exited with ${status}"; echo "$output" | tail -20; exit 1; }

@@ -38,7 +38,8 @@ class FakeTree {
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-TEST(MemoryProbe, CgroupV1LimitUsageAndInactiveFile) {
+// Without an anonymous count in memory.stat: kubelet's working set, usage - inactive_file.
+TEST(MemoryProbe, CgroupV1WithoutRssFallsBackToUsageMinusInactiveFile) {
   FakeTree t;
   t.write("proc/self/cgroup", "5:devices:/\n4:memory:/job/42\n0::/\n");
   t.write("cgroup/memory/job/42/memory.limit_in_bytes", std::to_string(1024 * kMiB) + "\n");
@@ -54,6 +55,61 @@ TEST(MemoryProbe, CgroupV1LimitUsageAndInactiveFile) {
   EXPECT_EQ(r.reclaimable_bytes, 200 * kMiB);
   EXPECT_EQ(r.available_bytes, (1024 - 500) * kMiB);  // limit - (usage - inactive_file)
   EXPECT_DOUBLE_EQ(r.pressure_some_avg10, 1.5);
+}
+
+// Issue #21: page cache of the model file, active and inactive, charged to the cgroup by an
+// earlier reader is reclaimable; anonymous, shmem, unevictable and kernel memory are not.
+TEST(MemoryProbe, CgroupV1CountsFileCacheAsReclaimable) {
+  FakeTree t;
+  t.write("proc/self/cgroup", "4:memory:/bench\n");
+  const std::string d = "cgroup/memory/bench/";
+  t.write(d + "memory.limit_in_bytes", std::to_string(557 * kMiB) + "\n");
+  t.write(d + "memory.usage_in_bytes", std::to_string(520 * kMiB) + "\n");
+  t.write(d + "memory.kmem.usage_in_bytes", std::to_string(15 * kMiB) + "\n");
+  // The plain fields are this cgroup's alone and are ignored for the hierarchical totals.
+  t.write(d + "memory.stat",
+          "cache 1\nrss 1\nrss_huge 1\nshmem 1\nactive_file 1\n"
+          "total_cache " + std::to_string(434 * kMiB) + "\n"
+          "total_rss " + std::to_string(60 * kMiB) + "\n"
+          "total_rss_huge " + std::to_string(20 * kMiB) + "\n"
+          "total_shmem " + std::to_string(4 * kMiB) + "\n"
+          "total_unevictable " + std::to_string(1 * kMiB) + "\n"
+          "total_inactive_file " + std::to_string(120 * kMiB) + "\n"
+          "total_active_file " + std::to_string(310 * kMiB) + "\n");
+  const MemoryReading r = LinuxMemorySource(t.proc(), t.cgroup()).read();
+  EXPECT_TRUE(r.cgroup_limited);
+  // rss already holds rss_huge: 60 + 4 + 1 + 15 (kmem).
+  EXPECT_EQ(r.unreclaimable_bytes, 80 * kMiB);
+  EXPECT_EQ(r.reclaimable_bytes, 440 * kMiB);
+  EXPECT_EQ(r.available_bytes, (557 - 80) * kMiB);
+  // The old arithmetic (usage - inactive_file) would have said 557 - 400 = 157 MiB.
+}
+
+TEST(MemoryProbe, CgroupV1PlainFieldsWithoutTotalsAndNoKmemFile) {
+  FakeTree t;
+  t.write("proc/self/cgroup", "4:memory:/\n");
+  t.write("cgroup/memory/memory.limit_in_bytes", std::to_string(1000 * kMiB));
+  t.write("cgroup/memory/memory.usage_in_bytes", std::to_string(700 * kMiB));
+  t.write("cgroup/memory/memory.stat", "rss " + std::to_string(100 * kMiB) + "\nunevictable " +
+                                           std::to_string(50 * kMiB) + "\nactive_file " +
+                                           std::to_string(550 * kMiB) + "\n");
+  const MemoryReading r = LinuxMemorySource(t.proc(), t.cgroup()).read();
+  EXPECT_EQ(r.unreclaimable_bytes, 150 * kMiB);
+  EXPECT_EQ(r.available_bytes, 850 * kMiB);
+}
+
+TEST(MemoryProbe, UnreclaimableNeverExceedsUsage) {
+  FakeTree t;
+  t.write("proc/self/cgroup", "4:memory:/\n");
+  t.write("cgroup/memory/memory.limit_in_bytes", std::to_string(1000 * kMiB));
+  t.write("cgroup/memory/memory.usage_in_bytes", std::to_string(300 * kMiB));
+  // mlocked anonymous pages are in both rss and unevictable.
+  t.write("cgroup/memory/memory.stat", "total_rss " + std::to_string(250 * kMiB) + "\ntotal_unevictable " +
+                                           std::to_string(200 * kMiB) + "\n");
+  const MemoryReading r = LinuxMemorySource(t.proc(), t.cgroup()).read();
+  EXPECT_EQ(r.unreclaimable_bytes, 300 * kMiB);
+  EXPECT_EQ(r.reclaimable_bytes, 0);
+  EXPECT_EQ(r.available_bytes, 700 * kMiB);
 }
 
 TEST(MemoryProbe, CgroupV1PathMissingFallsBackToTheMountRoot) {
@@ -72,12 +128,35 @@ TEST(MemoryProbe, CgroupV2) {
   t.write("proc/self/cgroup", "0::/app.slice/x\n");
   t.write("cgroup/app.slice/x/memory.max", std::to_string(2048 * kMiB) + "\n");
   t.write("cgroup/app.slice/x/memory.current", std::to_string(1000 * kMiB) + "\n");
-  t.write("cgroup/app.slice/x/memory.stat", "anon 5\ninactive_file " + std::to_string(100 * kMiB) + "\n");
+  // Linux 5.18+: "kernel" sums the kernel's parts (which are then not added again).
+  t.write("cgroup/app.slice/x/memory.stat",
+          "anon " + std::to_string(200 * kMiB) + "\nfile " + std::to_string(700 * kMiB) +
+              "\nkernel " + std::to_string(30 * kMiB) + "\nslab " + std::to_string(20 * kMiB) +
+              "\nshmem " + std::to_string(8 * kMiB) + "\nunevictable " + std::to_string(2 * kMiB) +
+              "\nactive_file " + std::to_string(600 * kMiB) + "\ninactive_file " +
+              std::to_string(100 * kMiB) + "\n");
   LinuxMemorySource src(t.proc(), t.cgroup());
   EXPECT_TRUE(src.cgroup_v2());
   const MemoryReading r = src.read();
   EXPECT_TRUE(r.cgroup_limited);
-  EXPECT_EQ(r.available_bytes, (2048 - 900) * kMiB);
+  EXPECT_EQ(r.unreclaimable_bytes, 240 * kMiB);
+  EXPECT_EQ(r.reclaimable_bytes, 760 * kMiB);
+  EXPECT_EQ(r.available_bytes, (2048 - 240) * kMiB);
+}
+
+TEST(MemoryProbe, CgroupV2BeforeTheKernelFieldSumsItsParts) {
+  FakeTree t;
+  t.write("proc/self/cgroup", "0::/x\n");
+  t.write("cgroup/x/memory.max", std::to_string(1024 * kMiB));
+  t.write("cgroup/x/memory.current", std::to_string(900 * kMiB));
+  t.write("cgroup/x/memory.stat",
+          "anon " + std::to_string(100 * kMiB) + "\nslab_reclaimable 7\nslab " + std::to_string(10 * kMiB) +
+              "\nkernel_stack " + std::to_string(1 * kMiB) + "\npagetables " + std::to_string(2 * kMiB) +
+              "\npercpu " + std::to_string(3 * kMiB) + "\nsock " + std::to_string(4 * kMiB) +
+              "\nvmalloc " + std::to_string(5 * kMiB) + "\nactive_file " + std::to_string(700 * kMiB) + "\n");
+  const MemoryReading r = LinuxMemorySource(t.proc(), t.cgroup()).read();
+  EXPECT_EQ(r.unreclaimable_bytes, 125 * kMiB);
+  EXPECT_EQ(r.available_bytes, (1024 - 125) * kMiB);
 }
 
 TEST(MemoryProbe, AvailableNeverExceedsMemAvailable) {

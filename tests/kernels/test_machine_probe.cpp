@@ -71,3 +71,20 @@ TEST(MachineProbe, ReturnsFinitePositiveFigures) {
 
 }  // namespace
 }  // namespace spillway::kernels
+
+namespace spillway::kernels {
+namespace {
+
+// Issue #21: the DRAM probe's buffer fits the memory left (a 557 MiB cgroup was OOM-killed
+// by the fixed 512 MiB buffer): half the spare memory, within [16 MiB, 512 MiB].
+TEST(MachineProbe, BufferIsSizedToTheSpareMemory) {
+  constexpr int64_t kMiB = 1 << 20;
+  EXPECT_EQ(probe_buffer_bytes_for(8192 * kMiB), size_t{512} << 20);
+  EXPECT_EQ(probe_buffer_bytes_for(300 * kMiB), size_t{150} << 20);
+  EXPECT_EQ(probe_buffer_bytes_for(301 * kMiB), size_t{150} << 20);  // whole MiB
+  EXPECT_EQ(probe_buffer_bytes_for(10 * kMiB), size_t{16} << 20);
+  EXPECT_EQ(probe_buffer_bytes_for(-1), size_t{16} << 20);
+}
+
+}  // namespace
+}  // namespace spillway::kernels

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Real pressure still sheds (issue #21): while `spillway bench --memory-budget auto` decodes
+# a model ~2x its cgroup's limit, another process in the same cgroup allocates (and touches)
+# memory until only ~10 MiB is left above what the kernel cannot reclaim, taking what every
+# shed frees. The controller must shed resident layers (reason "below half the floor") and
+# the run must finish without an OOM kill. Skipped (exit 77) where memory cgroups (v1) are
+# not writable.
+# Usage: run_pressure_in_cgroup.sh SPILLWAY_BINARY WORK_DIR
+set -euo pipefail
+spillway=$1
+work=$2
+source "$(dirname "$0")/cgroup_test_lib.sh"
+cgroup_require_v1
+
+limit_mb=256
+model=$work/cgroup-pressure-model-$$.gguf
+out=$work/cgroup-pressure-$$.json
+err=$work/cgroup-pressure-$$.log
+stop=$work/cgroup-pressure-$$.stop
+for f in "$model" "$out" "$err" "$stop"; do cgroup_cleanup_file "$f"; done
+
+# ~520 MB of F16 weights: 20 layers of ~24 MB, embeddings and output ~16 MB.
+"$spillway" make-demo-model --out "$model" --layers 20 --dim 1024 --ff 2816 --heads 16 \
+  --kv-heads 8 --vocab 4096 --context 512 >/dev/null
+cgroup=$(cgroup_create pressure "$limit_mb")
+cgroup_cleanup_dir "$cgroup"
+oom_before=$(cgroup_oom_kills "$cgroup")
+
+cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 24 --batch 1 \
+  --repeat 1 --threads 2 --memory-budget auto --no-probe --json >"$out" 2>"$err" &
+bench=$!
+cgroup_cleanup_pid "$bench"
+for _ in $(seq 1 240); do
+  grep -q '^measuring' "$err" && break
+  kill -0 "$bench" 2>/dev/null || break
+  sleep 0.25
+done
+grep -E '^(memory:|residency budget|layers:)' "$err" || true
+grep -q '^measuring' "$err" || { echo "FAIL: bench did not start measuring"; tail -5 "$err"; exit 1; }
+
+# The other process: grows in 4 MiB steps (every 50 ms) while more than ~10 MiB would be
+# left above the cgroup's unreclaimable memory, until the stop file appears.
+cgroup_run "$cgroup" python3 - "$cgroup" "$stop" <<'PY' &
+import os, sys, time
+cg, stop = sys.argv[1], sys.argv[2]
+def stat():
+    s = dict(l.split() for l in open(os.path.join(cg, "memory.stat")))
+    kmem = int(open(os.path.join(cg, "memory.kmem.usage_in_bytes")).read()) if os.path.exists(
+        os.path.join(cg, "memory.kmem.usage_in_bytes")) else 0
+    used = int(s.get("total_rss", 0)) + int(s.get("total_shmem", 0)) + int(s.get("total_unevictable", 0)) + kmem
+    return int(open(os.path.join(cg, "memory.limit_in_bytes")).read()) - used
+held, step = [], 4 << 20
+while not os.path.exists(stop):
+    if stat() > step + (10 << 20):
+        b = bytearray(step)
+        b[::4096] = b"\1" * len(b[::4096])
+        held.append(b)
+    time.sleep(0.05)
+print(f"the other process held {len(held) * 4} MiB", file=sys.stderr)
+PY
+hog=$!
+cgroup_cleanup_pid "$hog"
+set +e
+wait "$bench"
+status=$?
+set -e
+touch "$stop"
+wait "$hog" || true
+oom_after=$(cgroup_oom_kills "$cgroup")
+echo "bench exit status ${status}, peak cgroup usage $(cgroup_peak_mb "$cgroup") MB, oom kills $(( oom_after - oom_before ))"
+[ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; exit 1; }
+[ "$status" -eq 0 ] || { echo "FAIL: spillway bench exited with ${status}"; tail -20 "$err"; exit 1; }
+python3 - "$(cat "$out")" <<'PY' || exit 1
+import json, sys
+r = json.loads(sys.argv[1])["residency"]
+print(f"plan {r['planned_resident_layers']} resident, at the end {r['resident_layers']}; shed {r['residency_shed_total']}")
+for e in r["residency_events"]:
+    print(f"  {e['seconds']:.1f} s: {e['reason']}, shed {e['layers_shed']}, {e['available_bytes'] >> 20} MiB available "
+          f"(floor {e['floor_bytes'] >> 20} MiB), {e['resident_layers_after']} resident")
+ok = r["planned_resident_layers"] >= 1 and r["residency_shed_total"] >= 1 and r["resident_layers"] < r["planned_resident_layers"]
+print("PASS" if ok else "FAIL: the other process's allocations did not shed resident layers")
+sys.exit(0 if ok else 1)
+PY
