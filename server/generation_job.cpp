@@ -246,7 +246,9 @@ std::optional<api::FinishReason> GenerationJob::wire_finish(Choice& choice, std:
         for (api::ToolCall& call : end.tool_calls) call.id = random_id("call_");
         choice.tool_calls = std::move(end.tool_calls);
       }
-      if (!choice.tool_calls.empty()) return api::FinishReason::ToolCalls;
+      if (!choice.tool_calls.empty() && !(spec_.named_tool_choice && *choice.finish == scheduler::FinishReason::Stop)) {
+        return api::FinishReason::ToolCalls;
+      }
       return *choice.finish == scheduler::FinishReason::Stop ? api::FinishReason::Stop
                                                              : api::FinishReason::Length;
     }
