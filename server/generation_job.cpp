@@ -313,7 +313,12 @@ void GenerationJob::finish() {
   // A failed or cancelled choice fails the whole response.
   std::optional<api::ApiError> failure;
   for (const Sub& s : subs_) {
-    if (s.error) failure = api::internal_error("The engine failed: " + *s.error);
+    if (s.error && s.error->rfind("structured output:", 0) == 0) {
+      // A grammar's cap hit while generating (grammar/ matcher limits): the request's fault.
+      failure = api::ApiError{.status = 400, .message = *s.error};
+    } else if (s.error) {
+      failure = api::internal_error("The engine failed: " + *s.error);
+    }
   }
   if (!failure) {
     for (const Choice& c : choices_) {
