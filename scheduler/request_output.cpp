@@ -45,6 +45,8 @@ ChoiceOutput::ChoiceOutput(const engine::Tokenizer& tokenizer, const GenerationP
 }
 
 std::span<const int32_t> ChoiceOutput::banned() const {
+  // Structured output: the grammar alone decides where the output may end.
+  if (constraint_) return {};
   if (generated_ < min_tokens_) return banned_before_min_;
   return {};
 }

@@ -48,7 +48,8 @@ class ChoiceOutput {
 
   int32_t index() const { return index_; }
   engine::Sampler& sampler() { return sampler_; }
-  // Ids that must not be sampled next (end-of-generation and stop ids before min_tokens).
+  // Ids that must not be sampled next (end-of-generation and stop ids before min_tokens;
+  // none under structured output, where the grammar alone decides where the output ends).
   std::span<const int32_t> banned() const;
 
   // Applies the next generated token. Returns true when it finished the choice.

@@ -30,8 +30,8 @@ ConstraintCounters& constraint_counters() {
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> grammar,
-                                     std::shared_ptr<const grammar::TokenTrie> trie)
-    : trie_(trie), matcher_(std::move(grammar), std::move(trie)) {}
+                                     std::shared_ptr<const grammar::TokenTrie> trie, grammar::MatcherLimits limits)
+    : trie_(trie), matcher_(std::move(grammar), std::move(trie), limits) {}
 
 void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vocab*/) {
   if (failed()) return;  // nothing allowed; the owner ends the sequence

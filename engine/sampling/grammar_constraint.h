@@ -52,7 +52,7 @@ ConstraintCounters& constraint_counters();
 class GrammarConstraint final : public TokenConstraint {
  public:
   GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> grammar,
-                    std::shared_ptr<const grammar::TokenTrie> trie);
+                    std::shared_ptr<const grammar::TokenTrie> trie, grammar::MatcherLimits limits = {});
 
   void fill_allowed(std::span<uint64_t> allowed, int32_t n_vocab) override;
   void accept(int32_t token) override;
