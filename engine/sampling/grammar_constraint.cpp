@@ -33,8 +33,8 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::CompiledGram
                                      std::shared_ptr<const grammar::TokenTrie> trie, grammar::MatcherLimits limits)
     : trie_(trie), matcher_(std::move(grammar), std::move(trie), limits) {}
 
-void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vocab*/) {
-  if (failed()) return;  // nothing allowed; the owner ends the sequence
+void GrammarConstraint::prepare() {
+  if (failed() || ready_) return;
   ConstraintCounters& counters = constraint_counters();
   const auto t0 = std::chrono::steady_clock::now();
   mask_.assign(trie_->mask_words(), 0);
@@ -50,6 +50,13 @@ void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vo
     counters.failures.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  ready_ = true;
+}
+
+void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vocab*/) {
+  prepare();
+  if (failed()) return;  // nothing allowed; the owner ends the sequence
+  ConstraintCounters& counters = constraint_counters();
   // The model's rows may be wider than the tokenizer (padded vocabularies): ids past the
   // trie stay disallowed; the last shared word is cut at n_vocab by the stage.
   const size_t words = std::min(allowed.size(), mask_.size());
@@ -67,6 +74,7 @@ void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vo
 }
 
 void GrammarConstraint::accept(int32_t token) {
+  ready_ = false;
   if (failed()) return;
   if (token < 0 || static_cast<size_t>(token) >= trie_->vocab_size()) {
     error_ = "structured output: token " + std::to_string(token) + " is outside the vocabulary";

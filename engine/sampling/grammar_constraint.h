@@ -56,6 +56,8 @@ class GrammarConstraint final : public TokenConstraint {
 
   void fill_allowed(std::span<uint64_t> allowed, int32_t n_vocab) override;
   void accept(int32_t token) override;
+  // Computes the mask for the current state (once; accept() invalidates it).
+  void prepare() override;
 
   bool failed() const { return !error_.empty(); }
   const std::string& error_message() const { return error_; }
@@ -67,6 +69,7 @@ class GrammarConstraint final : public TokenConstraint {
   std::shared_ptr<const grammar::TokenTrie> trie_;
   grammar::Matcher matcher_;
   std::vector<uint64_t> mask_;  // trie_->mask_words() words
+  bool ready_ = false;          // mask_ is the current state's mask
   std::string error_;
 };
 

@@ -5,10 +5,12 @@
 // refused token makes the constraint failed() with a message instead of crashing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "engine/model/model.h"
 #include "engine/sampling/grammar_constraint.h"
+#include "engine/sampling/mask_prefetcher.h"
 #include "engine/sampling/sampling.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "grammar/compile_cache.h"
@@ -129,6 +131,40 @@ TEST_F(GrammarConstraintTest, CapsAndRefusedTokensFailWithAMessage) {
   GrammarConstraint outside(g, trie_);
   outside.accept(n + 5);
   EXPECT_TRUE(outside.failed());
+}
+
+// Masks prepared on the prefetcher's thread equal the masks computed in fill_allowed, are
+// computed once per step, and a step with no constrained rows starts nothing.
+TEST_F(GrammarConstraintTest, PrefetchedMasksEqualInlineOnes) {
+  auto g = compile(grammar::GrammarSpec::Kind::kRegex, "[a-c]{2}(x|yz)");
+  const int32_t n = tokenizer_->n_vocab();
+  GrammarConstraint inline_c(g, trie_), pre_a(g, trie_), pre_b(g, trie_);
+  MaskPrefetcher prefetcher;
+  std::vector<TokenConstraint*> none = {nullptr, nullptr};
+  prefetcher.start(none);
+  prefetcher.wait();
+  const std::string text = "acyz";
+  for (size_t step = 0; step <= text.size(); ++step) {
+    std::vector<TokenConstraint*> jobs = {&pre_a, nullptr, &pre_b};
+    prefetcher.start(jobs);
+    prefetcher.wait();
+    const uint64_t masks_before = constraint_counters().masks.load();
+    std::vector<uint64_t> a((n + 63) / 64, 0), b = a, want = a;
+    pre_a.fill_allowed(a, n);
+    pre_b.fill_allowed(b, n);
+    EXPECT_EQ(constraint_counters().masks.load(), masks_before) << "prepared masks are not recomputed";
+    inline_c.fill_allowed(want, n);
+    EXPECT_EQ(a, want) << step;
+    EXPECT_EQ(b, want) << step;
+    char byte_token[8];
+    std::snprintf(byte_token, sizeof byte_token, "<0x%02X>", step < text.size() ? text[step] : 0);
+    const int32_t t = step < text.size() ? *tokenizer_->find_token(byte_token) : tokenizer_->eos_id();
+    for (GrammarConstraint* c : {&inline_c, &pre_a, &pre_b}) {
+      c->accept(t);
+      ASSERT_FALSE(c->failed()) << step << ": " << c->error_message();
+    }
+  }
+  EXPECT_TRUE(pre_a.terminated());
 }
 
 }  // namespace
