@@ -64,6 +64,8 @@ struct Outcome {
   std::string text;
   std::optional<FinishReason> finish;
   std::optional<std::string> error;
+  std::vector<std::string> choice_texts;
+  std::vector<std::optional<FinishReason>> choice_finish;
 };
 
 class StructuredGeneration : public ::testing::Test {
@@ -102,9 +104,12 @@ class StructuredGeneration : public ::testing::Test {
     return c;
   }
 
-  std::vector<Outcome> run(const std::vector<GenerationParams>& requests) {
+  std::vector<Outcome> run(const std::vector<GenerationParams>& requests) { return run(requests, config()); }
+
+  // Outcomes per request; with n > 1 each choice's text is kept in choice_texts.
+  std::vector<Outcome> run(const std::vector<GenerationParams>& requests, const SchedulerConfig& c,
+                           EngineSnapshot* snapshot = nullptr) {
     kernels::ThreadPool pool(2);
-    const SchedulerConfig c = config();
     EngineLoop loop(make_engine_runner(*model_, pool, c, {}), *tokenizer_, c);
     loop.start();
     std::mutex mu;
@@ -117,6 +122,12 @@ class StructuredGeneration : public ::testing::Test {
         std::lock_guard lock(mu);
         Outcome& o = out[u.id];
         for (const ChoiceUpdate& cu : u.choices) {
+          if (o.choice_texts.size() <= static_cast<size_t>(cu.index)) o.choice_texts.resize(cu.index + 1);
+          o.choice_texts[cu.index] += cu.text;
+          if (cu.finish) {
+            if (o.choice_finish.size() <= static_cast<size_t>(cu.index)) o.choice_finish.resize(cu.index + 1);
+            o.choice_finish[cu.index] = cu.finish;
+          }
           o.text += cu.text;
           for (const GeneratedToken& t : cu.tokens) o.tokens.push_back(t.id);
           if (cu.finish) o.finish = cu.finish;
@@ -136,6 +147,7 @@ class StructuredGeneration : public ::testing::Test {
       cv.wait(lock, [&] { return finished == static_cast<int>(ids.size()); });
     }
     loop.stop();
+    if (snapshot) *snapshot = loop.snapshot();
     std::vector<Outcome> result;
     for (RequestId id : ids) result.push_back(out[id]);
     return result;
@@ -230,6 +242,53 @@ TEST_F(StructuredGeneration, ChoiceGrammarIsFollowedAndForcedTokensCounted) {
   EXPECT_EQ(engine::constraint_counters().masks.load() - masks_before, out[0].tokens.size());
   // At least the final EOS is forced (the only token allowed once the word is complete).
   EXPECT_GE(engine::constraint_counters().forced_tokens.load() - forced_before, 1u);
+}
+
+// n = 4 sampled choices (temperature 1, seeded): each has its own matcher, so each is a
+// valid instance, whatever the others chose.
+TEST_F(StructuredGeneration, EveryChoiceOfASampledRequestValidates) {
+  GenerationParams p = request(true, 96);
+  p.n = 4;
+  p.sampling.temperature = 1.0f;
+  p.sampling.seed = 1234;
+  const auto out = run({p});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].choice_texts.size(), 4u);
+  ASSERT_EQ(out[0].choice_finish.size(), 4u);
+  int complete = 0;
+  for (int c = 0; c < 4; ++c) {
+    if (out[0].choice_finish[c] == FinishReason::Stop) {
+      EXPECT_TRUE(validates(out[0].choice_texts[c])) << c;
+      ++complete;
+    } else {
+      EXPECT_EQ(out[0].choice_finish[c], FinishReason::Length) << c;
+    }
+  }
+  EXPECT_GE(complete, 2);  // the schema is bounded; a cut needs > 96 tokens
+  // The choices sampled differently (4 equal texts would mean a shared matcher or RNG).
+  EXPECT_FALSE(out[0].choice_texts[0] == out[0].choice_texts[1] && out[0].choice_texts[1] == out[0].choice_texts[2] &&
+               out[0].choice_texts[2] == out[0].choice_texts[3]);
+  EXPECT_FALSE(out[0].error.has_value());
+}
+
+// Preemption by recompute under KV pressure keeps each matcher where its tokens are: the
+// constrained outputs equal those of a run without pressure.
+TEST_F(StructuredGeneration, PreemptionKeepsTheConstrainedOutput) {
+  std::vector<GenerationParams> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(request(i % 2 == 0, 96));
+  const auto calm = run(reqs);
+  SchedulerConfig tight = config();
+  tight.max_batch_tokens = 32;
+  tight.n_kv_blocks = 12;  // 192 token slots for 6 sequences of ~60 tokens
+  tight.prefix_cache = false;
+  EngineSnapshot snap;
+  const auto pressed = run(reqs, tight, &snap);
+  ASSERT_EQ(pressed.size(), calm.size());
+  EXPECT_GT(snap.preemptions_total, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(pressed[i].tokens, calm[i].tokens) << i;
+    if (i % 2 == 0) EXPECT_TRUE(validates(pressed[i].text)) << i;
+  }
 }
 
 }  // namespace
