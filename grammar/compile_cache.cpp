@@ -21,6 +21,15 @@ CompileResult compile_spec(const GrammarSpec& spec, const CompileLimits& limits)
     case GrammarSpec::Kind::kGbnf: g = gbnf_grammar(spec.text); break;
   }
   if (!g) return CompileError{g.error().message, issue};
+  if (spec.wrap) {
+    if (spec.min_items < 1 || spec.max_items < spec.min_items) return CompileError{"invalid repetition bounds", {}};
+    Grammar& gr = *g;
+    const RuleId inner = gr.root();
+    const ExprId item = gr.seq({gr.literal(spec.prefix), gr.call(inner), gr.literal(spec.suffix)});
+    const uint32_t more_max = spec.max_items == kUnbounded ? kUnbounded : spec.max_items - 1;
+    const ExprId more = gr.repeat(gr.seq({gr.literal(spec.separator), item}), spec.min_items - 1, more_max);
+    gr.set_root(gr.add_rule("wrapped", gr.seq({item, more})));
+  }
   auto c = CompiledGrammar::compile(*g, limits);
   if (!c) return CompileError{c.error().message, {}};
   return *c;
@@ -36,6 +45,10 @@ std::string CompileCache::key_of(const GrammarSpec& spec) {
     key += spec.text;
   }
   for (const auto& c : spec.choices) key += '\0' + c;
+  if (spec.wrap) {
+    key += std::string("\0wrap\0", 6) + spec.prefix + '\0' + spec.suffix + '\0' + spec.separator + '\0' +
+           std::to_string(spec.min_items) + ',' + std::to_string(spec.max_items);
+  }
   return key;
 }
 

@@ -24,6 +24,12 @@ struct GrammarSpec {
   std::string text;                  // schema JSON text, regex or GBNF
   std::vector<std::string> choices;  // kChoice
   JsonSchemaOptions json;            // kJsonSchema
+  // Repetition wrapper (forced tool calls): when set, the language becomes
+  //   prefix G suffix (separator prefix G suffix){min_items - 1, max_items - 1}
+  // around the front end's grammar G (max_items == kUnbounded: no upper bound).
+  bool wrap = false;
+  std::string prefix, suffix, separator;
+  uint32_t min_items = 1, max_items = 1;
 };
 
 // An error from compiling a spec: what the API turns into a 400. For JSON Schema,

@@ -8,6 +8,7 @@
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
+#include "engine/sampling/mask_prefetcher.h"
 #include "engine/sampling/sampling_pool.h"
 #include "scheduler/step_plans.h"
 
@@ -71,10 +72,18 @@ class EngineRunner final : public ModelRunner {
     if (batch.empty()) return Status::Ok();
     plans_.record(batch.n_tokens());
     for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
+    // Structured output: the rows' masks are computed while the forward runs.
+    for (const RowSampling& row : batch.rows) prefetch_jobs_.push_back(row.sampler ? row.sampler->constraint() : nullptr);
+    prefetch_.start(prefetch_jobs_);
+    struct WaitMasks {
+      engine::MaskPrefetcher& p;
+      ~WaitMasks() { p.wait(); }
+    } wait_masks{prefetch_};
     auto forwarded = forward_.execute(batch.forward);
     if (!forwarded) return forwarded.error();
     for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
+    prefetch_.wait();
     sample_rows(batch, logits, result);
     commit_canvases(batch, logits.data(), cfg_.n_vocab);
     return Status::Ok();
@@ -168,6 +177,8 @@ class EngineRunner final : public ModelRunner {
   engine::ForwardPass forward_;
   StepPlans plans_;
   engine::SamplingPool sampling_;  // per-thread sampling scratch
+  engine::MaskPrefetcher prefetch_;  // structured output: masks during the forward
+  std::vector<engine::TokenConstraint*> prefetch_jobs_;
   std::vector<engine::RecurrentState::Snapshot> snapshots_;  // the prefix cache's state snapshots
 };
 

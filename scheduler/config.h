@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+
+#include "grammar/token_trie.h"
 
 namespace spillway::scheduler {
 
@@ -32,6 +35,9 @@ struct SchedulerConfig {
   bool diffusion_model = false;
   int32_t mask_token_id = -1;      // diffusion models: the mask token
   bool shift_logits = false;       // diffusion models: position p reads logits row p - 1
+  // Structured output: the tokenizer's vocabulary as a trie (engine::build_token_trie, once
+  // at load). Null: requests with a grammar are refused.
+  std::shared_ptr<const grammar::TokenTrie> token_trie;
 };
 
 // One engine step, for metrics.

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/diffusion/params.h"
 #include "engine/sampling/sampling.h"
+#include "grammar/fsm.h"
 
 namespace spillway::scheduler {
 
@@ -32,6 +34,10 @@ struct GenerationParams {
   // prompt + max_tokens masks is denoised; unset = the defaults (timestep schedule, one
   // token per step). steps <= 0 means max_tokens steps. An AR model rejects it.
   std::optional<engine::diffusion::DiffusionParams> diffusion;
+  // Structured output (compiled by the server): every choice's tokens are masked by its own
+  // matcher over this grammar; end-of-generation only where the grammar is complete. Needs
+  // SchedulerConfig::token_trie; autoregressive models only.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // What a diffusion request cost so far (RequestUpdate::diffusion).

@@ -17,7 +17,8 @@ engine::SamplingParams choice_sampling(const engine::SamplingParams& params, int
 
 ChoiceOutput::ChoiceOutput(const engine::Tokenizer& tokenizer, const GenerationParams& params,
                            int32_t index, std::span<const int32_t> end_of_generation_ids,
-                           int32_t max_new_tokens, uint64_t fallback_seed)
+                           int32_t max_new_tokens, uint64_t fallback_seed,
+                           std::shared_ptr<const grammar::TokenTrie> token_trie)
     : tokenizer_(tokenizer),
       index_(index),
       sampler_(choice_sampling(params.sampling, index), fallback_seed + static_cast<uint64_t>(index)),
@@ -29,6 +30,10 @@ ChoiceOutput::ChoiceOutput(const engine::Tokenizer& tokenizer, const GenerationP
       min_tokens_(std::max(params.min_tokens, 0)),
       max_new_tokens_(max_new_tokens) {
   assert(max_new_tokens_ >= 1);
+  if (params.grammar && token_trie) {
+    constraint_ = std::make_unique<engine::GrammarConstraint>(params.grammar, std::move(token_trie));
+    sampler_.set_constraint(constraint_.get());
+  }
   std::sort(stop_token_ids_.begin(), stop_token_ids_.end());
   if (min_tokens_ > 0) {
     banned_before_min_.assign(end_of_generation_ids.begin(), end_of_generation_ids.end());
@@ -40,6 +45,8 @@ ChoiceOutput::ChoiceOutput(const engine::Tokenizer& tokenizer, const GenerationP
 }
 
 std::span<const int32_t> ChoiceOutput::banned() const {
+  // Structured output: the grammar alone decides where the output may end.
+  if (constraint_) return {};
   if (generated_ < min_tokens_) return banned_before_min_;
   return {};
 }
@@ -59,7 +66,12 @@ bool ChoiceOutput::append(engine::SampledToken&& token) {
     out.top_logprobs = std::move(token.top_logprobs);
   }
 
-  if (is_stop_id(token.token)) {
+  if (constraint_ && constraint_->failed()) {
+    error_ = constraint_->error_message();
+    finish_ = FinishReason::Error;
+    return true;
+  }
+  if (is_stop_id(token.token) || (constraint_ && constraint_->terminated())) {
     end_stream(FinishReason::Stop);
     return true;
   }

@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/sampling/grammar_constraint.h"
 #include "engine/sampling/sampling.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/config.h"
@@ -40,11 +42,14 @@ class ChoiceOutput {
   // choice's sampler is seeded with seed + index, so choice 0 reproduces an n = 1 request.
   ChoiceOutput(const engine::Tokenizer& tokenizer, const GenerationParams& params, int32_t index,
                std::span<const int32_t> end_of_generation_ids, int32_t max_new_tokens,
-               uint64_t fallback_seed);
+               uint64_t fallback_seed,
+               std::shared_ptr<const grammar::TokenTrie> token_trie = nullptr);
+  ChoiceOutput(ChoiceOutput&&) = default;
 
   int32_t index() const { return index_; }
   engine::Sampler& sampler() { return sampler_; }
-  // Ids that must not be sampled next (end-of-generation and stop ids before min_tokens).
+  // Ids that must not be sampled next (end-of-generation and stop ids before min_tokens;
+  // none under structured output, where the grammar alone decides where the output ends).
   std::span<const int32_t> banned() const;
 
   // Applies the next generated token. Returns true when it finished the choice.
@@ -58,6 +63,8 @@ class ChoiceOutput {
   }
 
   bool finished() const { return finish_.has_value(); }
+  // Structured output: why the choice ended with FinishReason::Error ("" otherwise).
+  const std::string& error() const { return error_; }
   std::optional<FinishReason> finish_reason() const { return finish_; }
   int32_t generated() const { return generated_; }
 
@@ -71,6 +78,10 @@ class ChoiceOutput {
   const engine::Tokenizer& tokenizer_;
   int32_t index_;
   engine::Sampler sampler_;
+  // Structured output: the choice's matcher, set as sampler_'s constraint (heap: the
+  // sampler keeps its address across moves).
+  std::unique_ptr<engine::GrammarConstraint> constraint_;
+  std::string error_;
   engine::StreamingDetokenizer detokenizer_;
   StopStringMatcher stop_strings_;
   std::vector<int32_t> stop_token_ids_;

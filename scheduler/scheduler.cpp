@@ -118,6 +118,10 @@ std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& param
         "least {} must be generated",
         max_context_, n_prompt, std::max(params.min_tokens, 1)));
   }
+  if (params.grammar) {
+    if (config_.diffusion_model) return invalid("structured output is not supported for diffusion models");
+    if (!config_.token_trie) return invalid("structured output is not available on this engine (no token trie)");
+  }
   for (int32_t id : params.stop_token_ids) {
     if (id < 0 || id >= n_vocab_) {
       return invalid(fmt::format("stop token id {} is out of range [0, {})", id, n_vocab_));
@@ -144,7 +148,8 @@ void Scheduler::add_request(RequestId id, GenerationParams params, UpdateSink si
   const uint64_t fallback_seed = seed_source_();
   r.choices.reserve(params.n);
   for (int32_t c = 0; c < params.n; ++c) {
-    r.choices.emplace_back(tokenizer_, params, c, end_of_generation_ids_, max_new, fallback_seed);
+    r.choices.emplace_back(tokenizer_, params, c, end_of_generation_ids_, max_new, fallback_seed,
+                           config_.token_trie);
   }
   auto seq = std::make_unique<Sequence>();
   seq->request = &r;
@@ -513,6 +518,7 @@ void Scheduler::update(StepResult& result) {
     const int32_t token = sampled.token;
     assert(token >= 0 && token < n_vocab_);
     const bool finished = r.choices[choice].append(std::move(sampled));
+    if (finished && !r.choices[choice].error().empty() && !r.error) r.error = r.choices[choice].error();
     if (choice != seq->choice) {
       // A choice sampled from the shared prompt: it forks unless it already finished.
       if (finished) {

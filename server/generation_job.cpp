@@ -246,7 +246,9 @@ std::optional<api::FinishReason> GenerationJob::wire_finish(Choice& choice, std:
         for (api::ToolCall& call : end.tool_calls) call.id = random_id("call_");
         choice.tool_calls = std::move(end.tool_calls);
       }
-      if (!choice.tool_calls.empty()) return api::FinishReason::ToolCalls;
+      if (!choice.tool_calls.empty() && !(spec_.named_tool_choice && *choice.finish == scheduler::FinishReason::Stop)) {
+        return api::FinishReason::ToolCalls;
+      }
       return *choice.finish == scheduler::FinishReason::Stop ? api::FinishReason::Stop
                                                              : api::FinishReason::Length;
     }
@@ -311,7 +313,12 @@ void GenerationJob::finish() {
   // A failed or cancelled choice fails the whole response.
   std::optional<api::ApiError> failure;
   for (const Sub& s : subs_) {
-    if (s.error) failure = api::internal_error("The engine failed: " + *s.error);
+    if (s.error && s.error->rfind("structured output:", 0) == 0) {
+      // A grammar's cap hit while generating (grammar/ matcher limits): the request's fault.
+      failure = api::ApiError{.status = 400, .message = *s.error};
+    } else if (s.error) {
+      failure = api::internal_error("The engine failed: " + *s.error);
+    }
   }
   if (!failure) {
     for (const Choice& c : choices_) {

@@ -33,6 +33,7 @@ struct JobSpec {
   int32_t n = 1;                          // choices per prompt
   bool logprobs = false;                  // render token logprobs
   std::vector<std::string> tool_names;    // chat: non-empty = parse tool calls
+  bool named_tool_choice = false;         // a forced named call ends with "stop" (as OpenAI)
   std::vector<std::string> echo_texts;    // completions with echo: the text of each prompt
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };

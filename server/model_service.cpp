@@ -12,6 +12,7 @@
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
+#include "engine/sampling/grammar_constraint.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "runtime/engine_bootstrap.h"
@@ -146,6 +147,12 @@ Status ModelService::load() {
   diffusion_model_.store(sc.diffusion_model, std::memory_order_release);
   sc.mask_token_id = cfg.mask_token_id;
   sc.shift_logits = cfg.shift_logits;
+  if (!sc.diffusion_model) {  // structured output: the vocabulary as a trie, once
+    const auto trie_t0 = std::chrono::steady_clock::now();
+    sc.token_trie = engine::build_token_trie(*tokenizer_);
+    log_info("token trie built", {{"tokens", static_cast<uint64_t>(sc.token_trie->vocab_size())},
+                                  {"seconds", seconds_since(trie_t0)}});
+  }
 
   runtime::EngineRunnerOptions runner_options;
   runner_options.weights = engine_parts_->weights();

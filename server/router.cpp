@@ -22,6 +22,7 @@
 #include "server/observability/metrics.h"
 #include "server/model_backend.h"
 #include "server/random_id.h"
+#include "server/structured_output.h"
 #include "server/observability/request_log.h"
 
 namespace spillway::server {
@@ -229,6 +230,13 @@ void Router::chat_completions(const std::shared_ptr<HttpExchange>& exchange) {
       req.sampling, std::move(prompt), {req.logprobs, req.top_logprobs}, /*skip_special_default=*/!tools,
       {service.n_vocab(), service.max_context(), service.diffusion_model()}, "messages");
   if (!params) return respond_error(*exchange, params.error());
+  if (req.forced_tool_calls() || req.structured.active()) {
+    GrammarResult g = req.forced_tool_calls() ? compile_tool_calls(req, tool_call_syntax(service.tokenizer()))
+                                              : compile_structured_output(req.structured);
+    if (!g) return respond_error(*exchange, g.error());
+    params->grammar = std::move(*g);
+    ctx_.metrics.count_constrained_request();
+  }
 
   JobSpec spec;
   spec.kind = JobKind::Chat;
@@ -238,6 +246,7 @@ void Router::chat_completions(const std::shared_ptr<HttpExchange>& exchange) {
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs;
   if (tools) spec.tool_names = req.tool_names;
+  spec.named_tool_choice = req.tool_choice == api::ToolChoice::Function;
   spec.arrival = arrival;
   std::vector<scheduler::GenerationParams> prompts;
   prompts.push_back(std::move(*params));
@@ -262,6 +271,13 @@ void Router::completions(const std::shared_ptr<HttpExchange>& exchange) {
   spec.logprobs = req.logprobs.has_value();
   spec.arrival = arrival;
   std::vector<scheduler::GenerationParams> prompts;
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
+  if (req.structured.active()) {
+    GrammarResult g = compile_structured_output(req.structured);
+    if (!g) return respond_error(*exchange, g.error());
+    constraint = std::move(*g);
+    ctx_.metrics.count_constrained_request();
+  }
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     const api::CompletionPrompt& p = req.prompts[i];
     std::vector<int32_t> ids =
@@ -278,6 +294,7 @@ void Router::completions(const std::shared_ptr<HttpExchange>& exchange) {
         req.sampling, std::move(ids), lp, /*skip_special_default=*/true,
         {service.n_vocab(), service.max_context(), service.diffusion_model()}, param);
     if (!params) return respond_error(*exchange, params.error());
+    params->grammar = constraint;
     prompts.push_back(std::move(*params));
   }
   GenerationJob::start(ctx_, exchange, std::move(spec), std::move(prompts));

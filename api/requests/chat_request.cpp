@@ -1,5 +1,7 @@
 #include "api/requests/chat_request.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "api/requests/chat_messages.h"
@@ -12,27 +14,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-void read_response_format(FieldReader& body) {
-  const json* format = body.object("response_format");
-  if (!format) return;
-  FieldReader r(*format, "response_format");
-  std::optional<std::string> type = r.string("type", true);
-  if (!r.ok()) return body.fail(*r.error());
-  if (*type == "text") return;
-  if (*type == "json_object" || *type == "json_schema") {
-    return body.fail(unsupported_parameter(
-        "response_format",
-        fmt::format("response_format type '{}' is not supported yet: this server has no "
-                    "constrained (grammar-guided) decoding. Use 'text', or ask for JSON in the "
-                    "prompt.",
-                    *type)));
-  }
-  body.fail(invalid_value("response_format.type",
-                          fmt::format("Invalid value: '{}'. Supported values are: 'text', "
-                                      "'json_object' and 'json_schema'.",
-                                      *type)));
-}
-
 void read_tool_choice(FieldReader& body, ChatRequest& out) {
   const json* choice = body.find("tool_choice");
   if (!choice || !body.ok()) return;
@@ -43,10 +24,11 @@ void read_tool_choice(FieldReader& body, ChatRequest& out) {
     } else if (s == "auto") {
       out.tool_choice = ToolChoice::Auto;
     } else if (s == "required") {
-      body.fail(unsupported_parameter(
-          "tool_choice", "tool_choice 'required' is not supported yet: forcing a tool call "
-                         "needs constrained decoding, which this server does not have. Use "
-                         "'auto' or 'none'."));
+      if (out.tool_names.empty()) {
+        body.fail(invalid_value("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is "
+                                               "'required' but no 'tools' are specified."));
+      }
+      out.tool_choice = ToolChoice::Required;
     } else {
       body.fail(invalid_value("tool_choice",
                               fmt::format("Invalid value: '{}'. Supported values are: 'none', "
@@ -56,10 +38,28 @@ void read_tool_choice(FieldReader& body, ChatRequest& out) {
     return;
   }
   if (choice->is_object()) {
-    body.fail(unsupported_parameter(
-        "tool_choice", "tool_choice naming a function is not supported yet: forcing a tool call "
-                       "needs constrained decoding, which this server does not have. Use 'auto' "
-                       "or 'none'."));
+    FieldReader r(*choice, "tool_choice");
+    std::optional<std::string> type = r.string("type", true);
+    const json* function = r.object("function", true);
+    if (!r.ok()) return body.fail(*r.error());
+    if (*type != "function") {
+      return body.fail(invalid_value("tool_choice.type",
+                                     fmt::format("Invalid value: '{}'. Supported values are: 'function'.", *type)));
+    }
+    FieldReader f(*function, "tool_choice.function");
+    std::optional<std::string> name = f.string("name", true);
+    if (!f.ok()) return body.fail(*f.error());
+    if (std::find(out.tool_names.begin(), out.tool_names.end(), *name) == out.tool_names.end()) {
+      return body.fail(invalid_value(
+          "tool_choice.function.name",
+          out.tool_names.empty()
+              ? fmt::format("Invalid value for 'tool_choice': no function named '{}' was specified "
+                            "in the 'tools' parameter (no 'tools' are specified).", *name)
+              : fmt::format("Invalid value for 'tool_choice': no function named '{}' was specified "
+                            "in the 'tools' parameter.", *name)));
+    }
+    out.tool_choice = ToolChoice::Function;
+    out.tool_choice_function = *name;
     return;
   }
   body.fail(invalid_type("tool_choice", "a string or an object", json_type_phrase(*choice)));
@@ -101,7 +101,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view raw) {
     out.tool_names = std::move(t->names);
   }
   read_tool_choice(body, out);
-  body.boolean("parallel_tool_calls");
+  if (auto v = body.boolean("parallel_tool_calls")) out.parallel_tool_calls = *v;
 
   read_sampling_fields(body, out.sampling, /*chat=*/true);
   if (auto v = body.boolean("logprobs")) out.logprobs = *v;
@@ -113,7 +113,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view raw) {
                               "when 'top_logprobs' is used."));
     }
   }
-  read_response_format(body);
+  read_structured_fields(body, out.structured);
   if (const json* kwargs = body.object("chat_template_kwargs")) out.chat_template_kwargs = *kwargs;
   if (auto v = body.boolean("add_generation_prompt")) out.add_generation_prompt = *v;
   if (!body.ok()) return *body.error();

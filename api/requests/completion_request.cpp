@@ -80,6 +80,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view raw) {
   out.prompts = std::move(*prompts);
 
   read_sampling_fields(body, out.sampling, /*chat=*/false);
+  read_structured_fields(body, out.structured);
   if (!out.sampling.max_tokens) {
     out.sampling.max_tokens = std::max(kCompletionDefaultMaxTokens, out.sampling.min_tokens);
   }

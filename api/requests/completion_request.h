@@ -9,6 +9,7 @@
 
 #include "api/api_error.h"
 #include "api/requests/sampling_fields.h"
+#include "api/requests/structured_fields.h"
 
 namespace spillway::api {
 
@@ -24,6 +25,7 @@ struct CompletionRequest {
   SamplingFields sampling;                // max_tokens defaults to 16, as OpenAI's
   bool echo = false;
   std::optional<int32_t> logprobs;        // 0..5: alternatives per token
+  StructuredOutput structured;            // vLLM / llama-server / response_format fields
 };
 
 inline constexpr int32_t kCompletionDefaultMaxTokens = 16;

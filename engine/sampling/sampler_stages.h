@@ -139,6 +139,10 @@ class TokenConstraint {
   virtual void fill_allowed(std::span<uint64_t> allowed, int32_t n_vocab) = 0;
   // The token the sampler chose (the one now appended to the sequence).
   virtual void accept(int32_t token) = 0;
+  // Optional: compute the next mask ahead (engine/sampling/mask_prefetcher.h calls it on a
+  // helper thread while the forward runs); fill_allowed then only copies it. Never
+  // concurrently with fill_allowed / accept on the same constraint.
+  virtual void prepare() {}
 };
 
 // Test stand-in: a fixed set of allowed ids; records what it was told to accept.

@@ -72,6 +72,7 @@ Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 void Sampler::set_constraint(TokenConstraint* constraint) {
   if (has_constraint_) stages_.erase(stages_.begin() + static_cast<ptrdiff_t>(constraint_index_));
   has_constraint_ = constraint != nullptr;
+  constraint_ = constraint;
   if (has_constraint_) {
     stages_.insert(stages_.begin() + static_cast<ptrdiff_t>(constraint_index_),
                    std::make_unique<ConstraintMaskStage>(constraint));

@@ -73,6 +73,7 @@ class Sampler {
   // the temperature, and the chosen token is passed to constraint->accept. Not owned; must
   // outlive the Sampler (or be replaced). null removes it.
   void set_constraint(TokenConstraint* constraint);
+  TokenConstraint* constraint() const { return constraint_; }
 
   const SamplingParams& params() const { return params_; }
 
@@ -88,6 +89,7 @@ class Sampler {
   std::vector<std::unique_ptr<SamplerStage>> stages_;
   size_t constraint_index_ = 0;
   bool has_constraint_ = false;
+  TokenConstraint* constraint_ = nullptr;
   std::unique_ptr<SamplerScratch> own_scratch_;  // for the in-place sample()
 };
 

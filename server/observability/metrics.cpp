@@ -1,6 +1,8 @@
 #include "server/observability/metrics.h"
 
 #include "server/routes.h"
+#include "engine/sampling/grammar_constraint.h"
+#include "server/structured_output.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -256,6 +258,74 @@ struct ServerMetrics::Impl {
       .Help("Information of the LLMEngine CacheConfig")
       .Register(*aliases);
 
+  // Structured output (grammar/): compile and mask histograms are synced from the
+  // process-wide counters at each render (deltas since the last one).
+  Histogram& grammar_compile = prometheus::BuildHistogram()
+      .Name("spillway_grammar_compile_seconds")
+      .Help("Time to compile a structured-output constraint (compile cache misses)")
+      .Register(*registry).Add({}, Histogram::BucketBoundaries(std::begin(GrammarCompileCounters::kCompileBucketBounds),
+                                                               std::end(GrammarCompileCounters::kCompileBucketBounds)));
+  Histogram& grammar_mask = prometheus::BuildHistogram()
+      .Name("spillway_grammar_mask_seconds")
+      .Help("Time to compute one token mask of a constrained sequence")
+      .Register(*registry).Add({}, Histogram::BucketBoundaries(std::begin(engine::ConstraintCounters::kMaskBucketBounds),
+                                                               std::end(engine::ConstraintCounters::kMaskBucketBounds)));
+  Counter& constrained_requests = prometheus::BuildCounter()
+      .Name("spillway_grammar_constrained_requests_total")
+      .Help("Requests with structured output (response_format, guided/structured_outputs, forced tool calls)")
+      .Register(*registry).Add({});
+  Counter& forced_tokens = prometheus::BuildCounter()
+      .Name("spillway_grammar_forced_tokens_total")
+      .Help("Tokens the grammar left as the only choice")
+      .Register(*registry).Add({});
+  Family<Counter>& grammar_cache = prometheus::BuildCounter()
+      .Name("spillway_grammar_compile_cache_requests_total")
+      .Help("Compile cache lookups, by result")
+      .Register(*registry);
+  Counter& grammar_cache_hits = grammar_cache.Add({{"result", "hit"}});
+  Counter& grammar_cache_misses = grammar_cache.Add({{"result", "miss"}});
+  Counter& grammar_errors = prometheus::BuildCounter()
+      .Name("spillway_grammar_errors_total")
+      .Help("Constraints refused at compile (400) or failed while generating (a mask cap)")
+      .Register(*registry).Add({});
+  GrammarCompileCounters compile_published;
+  uint64_t mask_published[engine::ConstraintCounters::kMaskBuckets] = {};
+  uint64_t mask_ns_published = 0, forced_published = 0, failures_published = 0;
+
+  void sync_grammar() {
+    const GrammarCompileCounters c = grammar_compile_counters();
+    std::vector<double> inc(GrammarCompileCounters::kCompileBuckets);
+    uint64_t total = 0;
+    for (size_t b = 0; b < inc.size(); ++b) {
+      inc[b] = static_cast<double>(c.compile_bucket[b] - compile_published.compile_bucket[b]);
+      total += c.compile_bucket[b] - compile_published.compile_bucket[b];
+    }
+    if (total > 0) grammar_compile.ObserveMultiple(inc, c.compile_seconds - compile_published.compile_seconds);
+    grammar_cache_hits.Increment(static_cast<double>(c.cache_hits - compile_published.cache_hits));
+    grammar_cache_misses.Increment(static_cast<double>(c.cache_misses - compile_published.cache_misses));
+    grammar_errors.Increment(static_cast<double>(c.compile_errors - compile_published.compile_errors));
+    compile_published = c;
+
+    engine::ConstraintCounters& m = engine::constraint_counters();
+    std::vector<double> minc(engine::ConstraintCounters::kMaskBuckets);
+    total = 0;
+    for (size_t b = 0; b < minc.size(); ++b) {
+      const uint64_t now = m.mask_bucket[b].load(std::memory_order_relaxed);
+      minc[b] = static_cast<double>(now - mask_published[b]);
+      total += now - mask_published[b];
+      mask_published[b] = now;
+    }
+    const uint64_t ns = m.mask_nanoseconds.load(std::memory_order_relaxed);
+    if (total > 0) grammar_mask.ObserveMultiple(minc, static_cast<double>(ns - mask_ns_published) * 1e-9);
+    mask_ns_published = ns;
+    const uint64_t forced = m.forced_tokens.load(std::memory_order_relaxed);
+    forced_tokens.Increment(static_cast<double>(forced - forced_published));
+    forced_published = forced;
+    const uint64_t failures = m.failures.load(std::memory_order_relaxed);
+    grammar_errors.Increment(static_cast<double>(failures - failures_published));
+    failures_published = failures;
+  }
+
   std::mutex mu;  // cache-config gauge creation; render()
   bool cache_config_set = false;
 
@@ -289,6 +359,8 @@ void ServerMetrics::count_request(std::string_view path, int status) {
 void ServerMetrics::count_finished(std::string_view reason) {
   impl_->finished.Add({{"finish_reason", std::string(reason)}}).Increment();
 }
+
+void ServerMetrics::count_constrained_request() { impl_->constrained_requests.Increment(); }
 
 void ServerMetrics::add_prompt_tokens(int64_t n) { impl_->prompt_tokens.Increment(static_cast<double>(n)); }
 void ServerMetrics::add_generation_tokens(int64_t n) {
@@ -386,6 +458,7 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     impl_->vllm_waiting.Set(s.waiting);
     impl_->vllm_kv_usage.Set(usage);
   }
+  impl_->sync_grammar();
   prometheus::TextSerializer serializer;
   std::string out = serializer.Serialize(impl_->registry->Collect());
   if (with_vllm_aliases) out += serializer.Serialize(impl_->aliases->Collect());

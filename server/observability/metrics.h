@@ -48,6 +48,8 @@ class ServerMetrics final : public scheduler::MetricsObserver {
   // An HTTP response went out (or the client left: status 499).
   void count_request(std::string_view path, int status);
   void count_finished(std::string_view finish_reason);  // stop, length, tool_calls, cancelled, error
+  // A request with structured output (grammar metrics: README, "Structured output").
+  void count_constrained_request();
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);
   // A diffusion request's progress since its previous update (usage.diffusion deltas).

@@ -284,21 +284,83 @@ TEST(OpenAiChatRequest, RangeErrorsUseOpenAiWording) {
   EXPECT_EQ(r.error().code, "invalid_type");
 }
 
-TEST(OpenAiChatRequest, UnsupportedButUnderstoodFieldsAre400NamingThem) {
-  for (const char* type : {"json_object", "json_schema"}) {
-    ApiResult<ChatRequest> r = parse_chat_request(chat_body(
-        {{"response_format", {{"type", type}, {"json_schema", {{"name", "x"}}}}}}));
-    expect_400(r, "response_format");
-    EXPECT_NE(r.error().message.find("not supported yet"), std::string::npos);
-    EXPECT_NE(r.error().message.find(type), std::string::npos);
-  }
-  const json tools = json::parse(R"([{"type":"function","function":{"name":"f"}}])");
-  expect_400(parse_chat_request(chat_body({{"tools", tools}, {"tool_choice", "required"}})),
-             "tool_choice");
+TEST(OpenAiChatRequest, ResponseFormatIsReadIntoAStructuredOutput) {
+  ApiResult<ChatRequest> r = parse_chat_request(chat_body({{"response_format", {{"type", "json_object"}}}}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->structured.kind, StructuredOutput::Kind::JsonObject);
+  r = parse_chat_request(chat_body(json::parse(R"({"response_format":{"type":"json_schema",
+      "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})")));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->structured.kind, StructuredOutput::Kind::JsonSchema);
+  EXPECT_TRUE(r->structured.strict);
+  EXPECT_EQ(r->structured.name, "p");
+  EXPECT_EQ(json::parse(r->structured.text), json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}}})"));
+  EXPECT_EQ(r->structured.param, "response_format.json_schema.schema");
+  // Shape errors name the field.
+  expect_400(parse_chat_request(chat_body({{"response_format", {{"type", "json_schema"}}}})),
+             "response_format.json_schema");
+  expect_400(parse_chat_request(chat_body({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", 1}}}}}})),
+             "response_format.json_schema.name");
   expect_400(parse_chat_request(chat_body(
-                 {{"tools", tools},
-                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})),
-             "tool_choice");
+                 {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", 1}}}}}})),
+             "response_format.json_schema.schema");
+}
+
+TEST(OpenAiChatRequest, VllmAndLlamaServerConstraintFields) {
+  struct Case { json body; StructuredOutput::Kind kind; std::string text; };
+  const std::vector<Case> cases = {
+      {json::parse(R"({"structured_outputs":{"regex":"[0-9]+"}})"), StructuredOutput::Kind::Regex, "[0-9]+"},
+      {json::parse(R"({"structured_outputs":{"json":{"type":"integer"}}})"), StructuredOutput::Kind::JsonSchema, R"({"type":"integer"})"},
+      {json::parse(R"({"structured_outputs":{"json":"{\"type\": \"integer\"}"}})"), StructuredOutput::Kind::JsonSchema, R"({"type":"integer"})"},
+      {json::parse(R"({"structured_outputs":{"grammar":"root ::= \"a\""}})"), StructuredOutput::Kind::Grammar, R"(root ::= "a")"},
+      {json::parse(R"({"structured_outputs":{"json_object":true}})"), StructuredOutput::Kind::JsonObject, ""},
+      {json::parse(R"({"guided_regex":"a|b"})"), StructuredOutput::Kind::Regex, "a|b"},
+      {json::parse(R"({"guided_json":{"type":"string"}})"), StructuredOutput::Kind::JsonSchema, R"({"type":"string"})"},
+      {json::parse(R"({"guided_grammar":"root ::= [a-z]+"})"), StructuredOutput::Kind::Grammar, "root ::= [a-z]+"},
+      {json::parse(R"({"json_schema":{"type":"boolean"}})"), StructuredOutput::Kind::JsonSchema, R"({"type":"boolean"})"},
+      {json::parse(R"({"grammar":"root ::= \"x\""})"), StructuredOutput::Kind::Grammar, R"(root ::= "x")"},
+  };
+  for (const Case& c : cases) {
+    ApiResult<ChatRequest> r = parse_chat_request(chat_body(c.body));
+    ASSERT_TRUE(r.ok()) << c.body.dump() << ": " << r.error().message;
+    EXPECT_EQ(r->structured.kind, c.kind) << c.body.dump();
+    EXPECT_EQ(r->structured.text, c.text) << c.body.dump();
+  }
+  ApiResult<ChatRequest> r = parse_chat_request(chat_body(json::parse(R"({"guided_choice":["yes","no"]})")));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->structured.choices, (std::vector<std::string>{"yes", "no"}));
+  // Two constraints at once: a 400 naming the second.
+  expect_400(parse_chat_request(chat_body(json::parse(R"({"response_format":{"type":"json_object"},"guided_regex":"a"})"))),
+             "guided_regex");
+  expect_400(parse_chat_request(chat_body(json::parse(R"({"guided_choice":[]})"))), "guided_choice");
+  expect_400(parse_chat_request(chat_body(json::parse(R"({"guided_choice":["a",""]})"))), "guided_choice[1]");
+  expect_400(parse_chat_request(chat_body(json::parse(R"({"structured_outputs":{"regex":7}})"))), "structured_outputs.regex");
+  ApiResult<CompletionRequest> c = parse_completion_request(completion_body(json::parse(R"({"guided_regex":"[ab]"})")));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->structured.kind, StructuredOutput::Kind::Regex);
+}
+
+TEST(OpenAiChatRequest, ForcedToolChoices) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}])");
+  ApiResult<ChatRequest> r = parse_chat_request(chat_body({{"tools", tools}, {"tool_choice", "required"},
+                                                           {"parallel_tool_calls", false}}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->tool_choice, ToolChoice::Required);
+  EXPECT_FALSE(r->parallel_tool_calls);
+  EXPECT_TRUE(r->forced_tool_calls());
+  r = parse_chat_request(chat_body({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->tool_choice, ToolChoice::Function);
+  EXPECT_EQ(r->tool_choice_function, "g");
+  // "required" without tools; a name that is not a tool; a named choice without tools.
+  expect_400(parse_chat_request(chat_body({{"tool_choice", "required"}})), "tool_choice");
+  r = parse_chat_request(chat_body({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "h"}}}}}}));
+  expect_400(r, "tool_choice.function.name");
+  EXPECT_NE(r.error().message.find("'h'"), std::string::npos);
+  expect_400(parse_chat_request(chat_body({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})),
+             "tool_choice.function.name");
+  expect_400(parse_chat_request(chat_body({{"tools", tools}, {"tool_choice", {{"type", "x"}, {"function", {{"name", "f"}}}}}})),
+             "tool_choice.type");
 }
 
 TEST(OpenAiCompletionRequest, PromptForms) {

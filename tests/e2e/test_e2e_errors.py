@@ -48,10 +48,9 @@ class Errors(ServerTestCase):
             ("/v1/chat/completions", {"model": "stories260K", "messages": [
                 {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}]},
              "messages[0].content[0].type"),
-            ("/v1/chat/completions", chat_body("x", response_format={"type": "json_object"}), "response_format"),
-            ("/v1/chat/completions", chat_body("x", response_format={"type": "json_schema",
-                                                                     "json_schema": {"name": "x"}}),
-             "response_format"),
+            ("/v1/chat/completions", chat_body("x", response_format={"type": "yaml"}), "response_format.type"),
+            ("/v1/chat/completions", chat_body("x", response_format={"type": "json_schema"}),
+             "response_format.json_schema"),
             ("/v1/chat/completions", chat_body("x", stream_options={"include_usage": True}), "stream_options"),
             ("/v1/completions", completion_body("x", logprobs=6), "logprobs"),
             ("/v1/completions", completion_body("x", suffix="the end"), "suffix"),
@@ -66,10 +65,10 @@ class Errors(ServerTestCase):
                 self.check_error(status, headers, payload, 400, param=param)
 
     def test_unsupported_fields_say_not_supported(self):
-        status, headers, body = self.post("/v1/chat/completions",
-                                          chat_body("x", response_format={"type": "json_object"}))
-        self.check_error(status, headers, body, 400, param="response_format")
-        self.assertIn("not supported", body["error"]["message"])
+        status, headers, body = self.post("/v1/chat/completions", chat_body("x", response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {"type": "null"}}}}))
+        self.check_error(status, headers, body, 400, param="response_format.json_schema.schema#/not")
+        self.assertIn("not", body["error"]["message"])
 
     def test_prompt_longer_than_the_context(self):
         status, headers, body = self.post("/v1/completions", completion_body([403] * 300, max_tokens=4))

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/compile_cache.h"
+#include "grammar/matcher.h"
 #include "grammar/regex.h"
 #include "test_helpers.h"
 
@@ -24,6 +25,43 @@ TEST(CompileCache, HitsIgnoreSchemaWhitespace) {
   strict.json.strict = true;
   auto rs = cache.get(strict);
   EXPECT_NE(std::get<0>(rs).get(), std::get<0>(ra).get());
+}
+
+// The repetition wrapper (forced tool calls): prefix G suffix (separator prefix G suffix)*
+// within the bounds; a different wrapper is a different cache entry.
+TEST(CompileCache, WrapperRepeatsTheGrammarBetweenLiterals) {
+  CompileCache cache(4, testing::test_limits());
+  GrammarSpec spec;
+  spec.kind = GrammarSpec::Kind::kChoice;
+  spec.choices = {"x", "yy"};
+  spec.wrap = true;
+  spec.prefix = "<a>";
+  spec.suffix = "</a>";
+  spec.separator = "\n";
+  spec.min_items = 1;
+  spec.max_items = 2;
+  auto r = cache.get(spec);
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<const CompiledGrammar>>(r));
+  auto accepts = [&](std::string_view text) {
+    Matcher m(std::get<0>(r), nullptr);
+    return m.accept_bytes(text) && m.is_accepting();
+  };
+  EXPECT_TRUE(accepts("<a>x</a>"));
+  EXPECT_TRUE(accepts("<a>x</a>\n<a>yy</a>"));
+  EXPECT_FALSE(accepts("<a>x</a>\n<a>x</a>\n<a>x</a>"));  // over max_items
+  EXPECT_FALSE(accepts("x"));
+  EXPECT_FALSE(accepts("<a>y</a>"));
+  EXPECT_FALSE(accepts(""));
+  GrammarSpec unbounded = spec;
+  unbounded.max_items = kUnbounded;
+  auto u = cache.get(unbounded);
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<const CompiledGrammar>>(u));
+  EXPECT_NE(std::get<0>(u).get(), std::get<0>(r).get());
+  Matcher m(std::get<0>(u), nullptr);
+  EXPECT_TRUE(m.accept_bytes("<a>x</a>\n<a>x</a>\n<a>x</a>") && m.is_accepting());
+  GrammarSpec bad = spec;
+  bad.min_items = 0;
+  EXPECT_TRUE(std::holds_alternative<CompileError>(cache.get(bad)));
 }
 
 TEST(CompileCache, ErrorsCarryKeywordAndPointer) {
