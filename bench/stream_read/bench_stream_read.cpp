@@ -1,4 +1,6 @@
 // bench_stream_read MODEL [STEPS] [READ_THREADS] [CHUNK_MIB] [direct|buffered|auto]
+// bench_stream_read --plan MODEL BUDGET_MIB   (the residency plan at that budget: staging
+//                                            and resident layers, pieces vs whole layers)
 // bench_stream_read --make-1b PATH   (writes a 1.1B-llama-shaped random Q8_0 model: 22
 //                                     layers, d 2048, ff 5632, 32/4 heads, vocab 32000)
 //
@@ -8,6 +10,7 @@
 // streamer). Prints one line per figure; compare with `dd if=MODEL of=/dev/null bs=4M
 // iflag=direct` run just before and after (bench/stream_read/run.sh), since the device's
 // bandwidth drifts.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +20,10 @@
 #include <fmt/format.h>
 
 #include "engine/model/model.h"
+#include "engine/residency/residency_plan.h"
+#include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
+#include "engine/state/kv_cache.h"
 #include "tools/demo_model.h"
 
 using namespace spillway;
@@ -35,6 +41,40 @@ int main(int argc, char** argv) {
     const Status st = tools::write_demo_model(argv[2], d);
     if (!st) std::fprintf(stderr, "%s\n", st.error().message.c_str());
     return st ? 0 : 1;
+  }
+  if (std::string(argv[1]) == "--plan" && argc > 3) {
+    auto model = Model::open(argv[2]);
+    if (!model) return 1;
+    const ModelConfig& c = (*model)->config();
+    auto units = WeightResidency::measure(**model, {});
+    if (!units) return 1;
+    ResidencySizes sizes;
+    sizes.non_layer_bytes = units->non_layer_bytes;
+    sizes.layer_bytes = units->layer_bytes;
+    sizes.kv_bytes_per_token = KvCache::bytes_per_token(c, kernels::DType::F16);
+    sizes.context_tokens = c.n_ctx_train;
+    sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, ResidencyDemand{.context_tokens = c.n_ctx_train,
+                                                                           .max_batch_tokens = 512, .threads = 2});
+    ResidencyOptions o;
+    o.memory_budget_bytes = static_cast<int64_t>(std::atof(argv[3]) * 1048576.0);
+    const int64_t largest = *std::max_element(sizes.layer_bytes.begin(), sizes.layer_bytes.end());
+    for (const bool pieces : {false, true}) {
+      sizes.staging_bytes = pieces ? units->staging_bytes : (o.prefetch_depth + 1) * largest;
+      sizes.staging_slots = pieces ? units->staging_slots : o.prefetch_depth + 1;
+      auto plan = plan_residency(sizes, o, 0);
+      if (!plan) {
+        fmt::print("{}: {}\n", pieces ? "pieces" : "whole layers", plan.error().message);
+        continue;
+      }
+      fmt::print("{:>12}: budget {:.0f} MiB, staging {:.1f} MiB in {} slots, {} of {} layers resident ({:.1f} MiB), "
+                 "streamed {:.1f} MiB per step; non-layer {:.1f} MiB, KV reserve {:.1f} MiB, runtime {:.1f} MiB\n",
+                 pieces ? "pieces" : "whole layers", plan->budget_bytes / 1048576.0,
+                 plan->staging_bytes / 1048576.0, sizes.staging_slots, plan->resident_layers, c.n_layers,
+                 plan->resident_layer_bytes / 1048576.0, plan->streamed_bytes_per_step / 1048576.0,
+                 plan->non_layer_bytes / 1048576.0, plan->kv_reserve_bytes / 1048576.0,
+                 plan->runtime_reserve_bytes / 1048576.0);
+    }
+    return 0;
   }
   const std::string path = argv[1];
   const int steps = argc > 2 ? std::atoi(argv[2]) : 3;
