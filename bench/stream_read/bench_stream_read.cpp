@@ -1,4 +1,5 @@
-// bench_stream_read MODEL [STEPS] [READ_THREADS] [CHUNK_MIB] [direct|buffered|auto]
+// bench_stream_read MODEL [STEPS] [READ_THREADS] [CHUNK_MIB] [direct|buffered|auto] [tiled|file]
+//   (file: keep the file's layout, no retiling on the reader threads: pure I/O)
 // bench_stream_read --plan MODEL BUDGET_MIB   (the residency plan at that budget: staging
 //                                            and resident layers, pieces vs whole layers)
 // bench_stream_read --make-1b PATH   (writes a 1.1B-llama-shaped random Q8_0 model: 22
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 5 ? argv[5] : "auto";
   if (mode == "direct") o.read_mode_probe_bytes = 0;
   if (mode == "buffered") o.direct_io = false;
+  if (argc > 6 && std::string(argv[6]) == "file") o.keep_file_layout = true;
   auto model = Model::open(path);
   if (!model) {
     std::fprintf(stderr, "%s\n", model.error().message.c_str());

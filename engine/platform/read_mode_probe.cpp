@@ -18,6 +18,8 @@ namespace spillway::engine {
 
 namespace {
 
+constexpr double kBufferedMargin = 1.25;
+
 // Reads [begin, end) of the file through `reader` in chunk_bytes requests on `threads`
 // threads; bytes per second, or the first error.
 Result<double> timed_parallel_read(const DirectReader& reader, uint64_t begin, uint64_t end, int32_t threads,
@@ -95,7 +97,10 @@ Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes,
     ASSIGN_OR_RETURN(const double b, timed_parallel_read(*buffered, begin, size, threads, chunk_bytes));
     choice.buffered_bytes_per_second = std::max(choice.buffered_bytes_per_second, b);
   }
-  choice.direct = choice.direct_available && choice.direct_bytes_per_second >= choice.buffered_bytes_per_second;
+  // O_DIRECT unless buffered reads are clearly faster: buffered reads pass through the page
+  // cache (charged to the cgroup until DONTNEED drops it) and short probes are noisy.
+  choice.direct = choice.direct_available &&
+                  choice.direct_bytes_per_second * kBufferedMargin >= choice.buffered_bytes_per_second;
   return choice;
 }
 
