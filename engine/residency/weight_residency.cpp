@@ -237,7 +237,7 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   for (const auto& f : w->files_) files.push_back(f.get());
 
   w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
-  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get()));
+  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get(), options.stream));
   w->token_embd_ = model.token_embedding();
   w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
   w->output_ = model.output();
@@ -331,7 +331,7 @@ Status WeightResidency::load_layer(int32_t layer_index) {
   AlignedBytes memory = AlignedBytes::allocate(layer.unit.buffer_bytes);
   std::vector<const DirectReader*> files;
   for (const auto& f : files_) files.push_back(f.get());
-  SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get()));
+  SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get(), options_.stream));
   retile_layer(layer, memory.data.get(), retile_scratch_);
   layer.memory = std::move(memory);
   rebase(layer, layer.memory.data.get());

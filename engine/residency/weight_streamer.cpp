@@ -1,6 +1,7 @@
 #include "engine/residency/weight_streamer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 
 #include <fmt/format.h>
@@ -15,16 +16,49 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 }  // namespace
 
 Status read_stream_unit(const std::vector<const DirectReader*>& files, const StreamUnit& unit,
-                        uint8_t* dst) {
+                        uint8_t* dst, const StreamerOptions& options) {
+  // The unit's ranges as requests of at most chunk_bytes (aligned but for each range's
+  // first), served by up to read_threads threads (the calling one among them).
+  struct Part {
+    int32_t file_index;
+    uint64_t offset, size, dst;
+  };
+  std::vector<Part> parts;
+  const uint64_t chunk = std::max<uint64_t>(options.chunk_bytes / kA * kA, kA);
   for (const UnitRange& r : unit.ranges) {
     assert(r.file_index >= 0 && r.file_index < static_cast<int32_t>(files.size()));
     assert(r.buffer_offset % kA == 0);
     assert(r.buffer_offset + DirectReader::span_bytes(r.file_offset, r.bytes) <=
            (unit.buffer_bytes + kA - 1) / kA * kA);
-    auto landed = files[r.file_index]->read(r.file_offset, r.bytes, dst + r.buffer_offset);
-    if (!landed) return landed.error();
+    const uint64_t start = r.file_offset / kA * kA, end = r.file_offset + r.bytes;
+    for (uint64_t at = start; at < end;) {
+      const uint64_t stop = end - at > chunk ? at + chunk : end;
+      const uint64_t offset = at == start ? r.file_offset : at;
+      parts.push_back({r.file_index, offset, stop - offset, r.buffer_offset + (at - start)});
+      at = stop;
+    }
   }
-  return {};
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status failed;
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < parts.size(); i = next.fetch_add(1)) {
+      const Part& p = parts[i];
+      auto landed = files[p.file_index]->read(p.offset, p.size, dst + p.dst);
+      if (!landed) {
+        std::lock_guard lk(mu);
+        if (failed.ok()) failed = landed.error();
+        next.store(parts.size());
+        return;
+      }
+    }
+  };
+  const auto helpers = static_cast<size_t>(std::max(options.read_threads, 1) - 1);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(helpers, parts.size() > 0 ? parts.size() - 1 : 0); ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  return failed;
 }
 
 WeightStreamer::WeightStreamer(std::vector<const DirectReader*> files, int32_t slots,
@@ -89,13 +123,13 @@ void WeightStreamer::issue_locked(int32_t slot_index, const StreamUnit* unit, si
   for (const UnitRange& r : unit->ranges) {
     const uint64_t start = r.file_offset / kA * kA;
     const uint64_t end = r.file_offset + r.bytes;
-    for (uint64_t at = start; at < end; at += chunk) {
+    for (uint64_t at = start; at < end; at = end - at > chunk ? at + chunk : end) {
       Request q;
       q.slot = slot_index;
       q.generation = generation_;
       q.file_index = r.file_index;
       q.offset = at == start ? r.file_offset : at;
-      q.size = std::min(at + chunk, end) - q.offset;
+      q.size = (end - at > chunk ? at + chunk : end) - q.offset;
       q.dst = r.buffer_offset + (at - start);
       q.useful = q.size;
       requests_.push_back(q);

@@ -55,10 +55,6 @@ struct StreamUnit {
   uint64_t buffer_bytes = 0;     // staging bytes this unit needs
 };
 
-// Reads every range of `unit` into dst (DirectReader::kAlignment-aligned, unit.buffer_bytes
-// long), one request per range, on the calling thread. Used for loading resident units.
-Status read_stream_unit(const std::vector<const DirectReader*>& files, const StreamUnit& unit,
-                        uint8_t* dst);
 
 struct StreamerStats {
   uint64_t bytes_read = 0;       // cumulative file bytes of the units' ranges
@@ -78,6 +74,15 @@ struct StreamerOptions {
   int32_t read_threads = 4;           // requests in flight at most
   uint64_t chunk_bytes = 2ull << 20;  // largest request (a multiple of kAlignment)
 };
+
+// Reads every range of `unit` into dst (DirectReader::kAlignment-aligned, unit.buffer_bytes
+// long) in requests of at most options.chunk_bytes on up to options.read_threads threads
+// (the caller's among them); returns when all landed, or the first error. Used for loading
+// resident units.
+// The default: one request per range, on the calling thread.
+inline constexpr StreamerOptions kOneRequestPerRange{.read_threads = 1, .chunk_bytes = ~uint64_t{0}};
+Status read_stream_unit(const std::vector<const DirectReader*>& files, const StreamUnit& unit,
+                        uint8_t* dst, const StreamerOptions& options = kOneRequestPerRange);
 
 class WeightStreamer {
  public:

@@ -246,6 +246,26 @@ TEST_P(WeightStreamerTest, SmallRequestsOnSeveralThreadsDeliverTheSameBytesAndPr
   EXPECT_EQ(s.stats().restarts, 0u);
 }
 
+TEST_P(WeightStreamerTest, LoadingAUnitInParallelRequestsGivesItsBytesOrTheError) {
+  // GetParam() threads, requests of 3 blocks: the resident-layer load path.
+  const StreamerOptions o{.read_threads = GetParam(), .chunk_bytes = 3 * kA};
+  for (const StreamUnit& u : units_) {
+    AlignedBytes buffer = AlignedBytes::allocate(u.buffer_bytes);
+    ASSERT_TRUE(read_stream_unit({reader_.get()}, u, buffer.data.get(), o).ok());
+    expect_unit_bytes(u, buffer.data.get());
+    AlignedBytes single = AlignedBytes::allocate(u.buffer_bytes);
+    ASSERT_TRUE(read_stream_unit({reader_.get()}, u, single.data.get()).ok());
+    expect_unit_bytes(u, single.data.get());
+  }
+  StreamUnit bad;
+  bad.ranges.push_back({0, bytes_.size() - 10, 100000, 0});  // past the end of the file
+  bad.buffer_bytes = 30 * kA;
+  AlignedBytes buffer = AlignedBytes::allocate(bad.buffer_bytes);
+  const Status st = read_stream_unit({reader_.get()}, bad, buffer.data.get(), o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find(path_.filename().string()), std::string::npos) << st.error().message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Slots, WeightStreamerTest, ::testing::Values(1, 2, 3, 5));
 
 }  // namespace
