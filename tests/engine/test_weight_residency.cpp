@@ -144,6 +144,10 @@ TEST_P(WeightResidencyTest, StagingHoldsAFewMatricesNotWholeLayers) {
   }
   EXPECT_EQ((*w)->staging_bytes(), 5 * static_cast<int64_t>(largest));
   EXPECT_EQ((*w)->staging_bytes(), (*resident)->staging_bytes_when_streaming());
+  auto sizes = WeightResidency::measure(*model_, o);  // what the plan is given
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ(sizes->staging_bytes, (*w)->staging_bytes());
+  EXPECT_EQ(sizes->staging_slots, 5);
   EXPECT_LT((*w)->staging_bytes(), 2 * (*w)->layer_bytes(0));  // was 3 whole layers
   expect_bit_identical(plain_, run_steps(*model_, w->get()), "5 slots");
   // More read ahead for small matrices: up to 8 more, while under min_ahead_bytes.
