@@ -36,7 +36,7 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->envname("SPILLWAY_RESIDENCY_PLACEMENT")
       ->check(CLI::IsMember({"first", "last", "interleaved"}))
       ->capture_default_str();
-  cmd.add_option("--prefetch-depth", f.prefetch_depth, "Streamed layers read ahead of compute")
+  cmd.add_option("--prefetch-depth", f.prefetch_depth, "Streamed matrices read ahead of compute (at least; more to keep 32 MiB in flight, up to 8)")
       ->envname("SPILLWAY_PREFETCH_DEPTH")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();

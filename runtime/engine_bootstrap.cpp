@@ -21,8 +21,7 @@ Result<EngineBootstrap> bootstrap_engine(const engine::Model& model, const Engin
     b.residency = std::make_unique<engine::ResidencySetup>(std::move(*setup));
     engine::PressurePolicy policy = engine::default_pressure_policy();
     policy.max_resident_bytes = b.residency->plan.non_layer_bytes + b.residency->plan.resident_layer_bytes;
-    b.controller = std::make_unique<engine::ResidencyController>(*b.residency->weights, memory, policy,
-                                                                 options.residency->prefetch_depth);
+    b.controller = std::make_unique<engine::ResidencyController>(*b.residency->weights, memory, policy);
   }
   b.pool = std::make_unique<kernels::ThreadPool>(b.threads);
   return b;

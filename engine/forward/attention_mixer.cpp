@@ -55,7 +55,7 @@ void AttentionMixer::plan_step(const StepContext& ctx) {
   }
 }
 
-void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const AttentionWeights& w,
+Status AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const AttentionWeights& w,
                          const float* norm, const float* x, float* out) {
   using P = ForwardProfile;
   const int32_t n_tokens = ctx.n_tokens;
@@ -63,11 +63,11 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
   const int32_t layer = spec.attention_ordinal;
 
   NormRows attn_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
-  timed(ctx.profile, P::Qkv, [&] {
+  {
     const kernels::WeightMatrix* ws[] = {&w.wq, &w.wk, &w.wv};
     float* ys[] = {spec.attention_gate ? qg_.data : q_.data, k_.data, v_.data};
-    kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &attn_norm});
-  });
+    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &attn_norm}));
+  }
 
   timed(ctx.profile, P::RopeKv, [&] {
     parallel_for(ctx.pool, n_tokens, q_dim + 2 * kv_dim, [&](int64_t begin, int64_t end) {
@@ -104,8 +104,9 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
 
   timed(ctx.profile, P::Attention, [&] { attend(ctx, spec); });
   if (!spec.attention_gate) {
-    timed(ctx.profile, P::Wo, [&] { ctx.matmul(w.wo, attn_.data, n_tokens, out); });
-    return;
+    const kernels::WeightMatrix* ws[] = {&w.wo};
+    float* ys[] = {out};
+    return ctx.matmul_multi(P::Wo, ws, attn_.data, n_tokens, ys);
   }
   // attn *= sigmoid(gate), as the output projection's row prologue.
   struct GateRows {
@@ -119,11 +120,9 @@ void AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const At
     const float* gate = g->gate + t * g->q_dim;
     for (int32_t i = 0; i < g->q_dim; ++i) a[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
   };
-  timed(ctx.profile, P::Wo, [&] {
-    const kernels::WeightMatrix* ws[] = {&w.wo};
-    float* ys[] = {out};
-    kernels::matmul_multi(ws, attn_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {gate_row, &gr});
-  });
+  const kernels::WeightMatrix* ws[] = {&w.wo};
+  float* ys[] = {out};
+  return ctx.matmul_multi(P::Wo, ws, attn_.data, n_tokens, ys, {gate_row, &gr});
 }
 
 void AttentionMixer::attend(const StepContext& ctx, const LayerSpec& spec) {

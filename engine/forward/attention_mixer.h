@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/result.h"
 #include "engine/forward/step_context.h"
 #include "engine/model/block_weights.h"
 #include "engine/model/model_config.h"
@@ -26,8 +27,9 @@ class AttentionMixer {
   void ensure_capacity(int32_t n_tokens, int64_t max_keys);
   // Splits this step's tokens into attention tasks (the same for every layer).
   void plan_step(const StepContext& ctx);
-  // out = the attention block of layer `spec` on RMSNorm(x; norm).
-  void run(const StepContext& ctx, const LayerSpec& spec, const AttentionWeights& w,
+  // out = the attention block of layer `spec` on RMSNorm(x; norm). An Error only when a
+  // streamed matrix could not be read.
+  Status run(const StepContext& ctx, const LayerSpec& spec, const AttentionWeights& w,
            const float* norm, const float* x, float* out);
 
  private:

@@ -68,22 +68,20 @@ Status DeltaNetMixer::plan_step(const StepContext& ctx) {
   return {};
 }
 
-void DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w, const float* norm,
+Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w, const float* norm,
                         const float* x, float* out) {
   using P = ForwardProfile;
   const int32_t n_tokens = ctx.n_tokens;
   NormRows in_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
-  timed(ctx.profile, P::Qkv, [&] {
-    if (w.fused_ba) {
-      const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_ba};
-      float* ys[] = {qkv_.data, z_.data, ba_.data};
-      kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &in_norm});
-    } else {
-      const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_beta, &w.w_alpha};
-      float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
-      kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &in_norm});
-    }
-  });
+  if (w.fused_ba) {
+    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_ba};
+    float* ys[] = {qkv_.data, z_.data, ba_.data};
+    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+  } else {
+    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_beta, &w.w_alpha};
+    float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
+    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+  }
   timed(ctx.profile, P::Attention, [&] {
     conv(ctx, spec, w);
     gates(ctx, spec, w);
@@ -107,11 +105,9 @@ void DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const Del
       kernels::silu_mul(g->z + t * width + int64_t{h} * g->dv, o, o, g->dv);  // o *= silu(z)
     }
   };
-  timed(ctx.profile, P::Wo, [&] {
-    const kernels::WeightMatrix* ws[] = {&w.w_out};
-    float* ys[] = {out};
-    kernels::matmul_multi(ws, o_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {gated_norm_row, &gn});
-  });
+  const kernels::WeightMatrix* ws[] = {&w.w_out};
+  float* ys[] = {out};
+  return ctx.matmul_multi(P::Wo, ws, o_.data, n_tokens, ys, {gated_norm_row, &gn});
 }
 
 // conv_[t][ch] = silu(sum_k w[ch][k] * x_{t-K+1+k}[ch]) over the window [conv state | qkv rows

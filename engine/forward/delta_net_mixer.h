@@ -38,7 +38,7 @@ class DeltaNetMixer {
   // slot touched) otherwise. No-op for models without delta-net layers.
   Status plan_step(const StepContext& ctx);
   // out = the delta-net block of layer `spec` on RMSNorm(x; norm).
-  void run(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w, const float* norm,
+  Status run(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w, const float* norm,
            const float* x, float* out);
 
  private:

@@ -19,16 +19,16 @@ void DenseFfn::ensure_capacity(int32_t n_tokens) {
   up_.resize(t * max_ff_);
 }
 
-void DenseFfn::run(const StepContext& ctx, const LayerSpec& spec, const DenseFfnWeights& w, const float* norm,
+Status DenseFfn::run(const StepContext& ctx, const LayerSpec& spec, const DenseFfnWeights& w, const float* norm,
                    const float* x, float* out) {
   using P = ForwardProfile;
   const int32_t n_tokens = ctx.n_tokens;
   NormRows ffn_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
-  timed(ctx.profile, P::GateUp, [&] {
+  {
     const kernels::WeightMatrix* ws[] = {&w.w_gate, &w.w_up};
     float* ys[] = {gate_.data, up_.data};
-    kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &ffn_norm});
-  });
+    SPILLWAY_TRY(ctx.matmul_multi(P::GateUp, ws, h_.data, n_tokens, ys, {NormRows::apply, &ffn_norm}));
+  }
   // SwiGLU of each row (into gate_) fused into the down projection's activation pass.
   struct SiluRows {
     float* gate;
@@ -40,11 +40,9 @@ void DenseFfn::run(const StepContext& ctx, const LayerSpec& spec, const DenseFfn
     float* g = s->gate + t * s->n_ff;
     kernels::silu_mul(g, s->up + t * s->n_ff, g, s->n_ff);
   };
-  timed(ctx.profile, P::Down, [&] {
-    const kernels::WeightMatrix* ws[] = {&w.w_down};
-    float* ys[] = {out};
-    kernels::matmul_multi(ws, gate_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {silu_row, &silu});
-  });
+  const kernels::WeightMatrix* ws[] = {&w.w_down};
+  float* ys[] = {out};
+  return ctx.matmul_multi(P::Down, ws, gate_.data, n_tokens, ys, {silu_row, &silu});
 }
 
 }  // namespace spillway::engine

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/result.h"
 #include "engine/forward/step_context.h"
 #include "engine/model/block_weights.h"
 #include "engine/model/model_config.h"
@@ -18,7 +19,7 @@ class DenseFfn {
 
   void ensure_capacity(int32_t n_tokens);
   // out = down(silu(gate(h)) * up(h)) with h = RMSNorm(x; norm), for layer `spec`.
-  void run(const StepContext& ctx, const LayerSpec& spec, const DenseFfnWeights& w, const float* norm,
+  Status run(const StepContext& ctx, const LayerSpec& spec, const DenseFfnWeights& w, const float* norm,
            const float* x, float* out);
 
  private:

@@ -152,23 +152,29 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
   return std::span<const float>(logits_.data, size_t(n_logits) * cfg_.n_vocab);
 }
 
-Status ForwardPass::run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w) {
+Status ForwardPass::run_layer(const StepContext& step, int32_t layer, const BlockWeights& w) {
   const LayerSpec& spec = cfg_.layers[layer];
-  const int64_t elements = int64_t(ctx.n_tokens) * cfg_.n_embd;
+  const int64_t elements = int64_t(step.n_tokens) * cfg_.n_embd;
+  // The kinds acquire the matrices of each matmul through ctx (streamed layers).
+  StepContext ctx = step;
+  ctx.weights = weights_;
+  ctx.layer = layer;
+  Status mixer_status;
   std::visit([&](const auto& mixer) {
     using T = std::decay_t<decltype(mixer)>;
     if constexpr (std::is_same_v<T, AttentionWeights>) {
-      attention_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
+      mixer_status = attention_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
     } else if constexpr (std::is_same_v<T, DeltaNetWeights>) {
-      delta_net_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
+      mixer_status = delta_net_.run(ctx, spec, mixer, w.mixer_norm, x_.data, h_.data);
     }
   }, w.mixer);
+  SPILLWAY_TRY(mixer_status);
   timed(profile_, ForwardProfile::Residual, [&] { kernels::add_inplace(x_.data, h_.data, elements); });
   Status ffn_status;
   std::visit([&](const auto& ffn) {
     using T = std::decay_t<decltype(ffn)>;
     if constexpr (std::is_same_v<T, DenseFfnWeights>) {
-      dense_ffn_.run(ctx, spec, ffn, w.ffn_norm, x_.data, h_.data);
+      ffn_status = dense_ffn_.run(ctx, spec, ffn, w.ffn_norm, x_.data, h_.data);
     } else if constexpr (std::is_same_v<T, MoeFfnWeights>) {
       ffn_status = moe_ffn_.run(ctx, spec, ffn, w.ffn_norm, x_.data, h_.data, *weights_, layer);
     }

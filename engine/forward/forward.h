@@ -62,7 +62,7 @@ class ForwardPass {
 
  private:
   void ensure_capacity(int32_t n_tokens, int32_t n_logit_rows, int64_t max_keys);
-  // An Error only when a MoE layer's experts could not be acquired.
+  // An Error only when a streamed matrix or a MoE layer's experts could not be read.
   Status run_layer(const StepContext& ctx, int32_t layer, const BlockWeights& w);
 
   const Model& model_;

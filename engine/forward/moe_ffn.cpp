@@ -107,7 +107,8 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   //    scalar gate.
   NormRows norm_rows{x, norm, h_.data, d, cfg_.rms_eps};
   const kernels::WeightMatrix shared_gate_vec{kernels::DType::F32, w.shared_gate_inp, 1, d};
-  timed(ctx.profile, P::GateUp, [&] {
+  {
+    // shared_gate_vec is a view of a vector the Model owns, not one of the layer's matrices.
     const kernels::WeightMatrix* ws[4] = {&w.router};
     float* ys[4] = {logits_.data};
     size_t n = 1;
@@ -116,9 +117,9 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
       ws[n] = &w.shared_up, ys[n++] = su_.data;
       if (w.shared_gate_inp) ws[n] = &shared_gate_vec, ys[n++] = sh_gate_.data;
     }
-    kernels::matmul_multi(std::span(ws, n), h_.data, n_tokens, std::span(ys, n), ctx.matmul_scratch, ctx.pool,
-                          {NormRows::apply, &norm_rows});
-  });
+    SPILLWAY_TRY(ctx.matmul_multi(P::GateUp, std::span(ws, n), h_.data, n_tokens, std::span(ys, n),
+                                  {NormRows::apply, &norm_rows}));
+  }
 
   // 2. Route every token.
   for (int32_t t = 0; t < n_tokens; ++t) {
@@ -198,11 +199,9 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   // 5. The shared expert's down projection.
   if (shared) {
     SiluRows silu{sg_.data, su_.data, static_cast<int32_t>(w.shared_gate.rows)};
-    timed(ctx.profile, P::Down, [&] {
-      const kernels::WeightMatrix* ws[] = {&w.shared_down};
-      float* ys[] = {sh_out_.data};
-      kernels::matmul_multi(ws, sg_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {SiluRows::apply, &silu});
-    });
+    const kernels::WeightMatrix* ws[] = {&w.shared_down};
+    float* ys[] = {sh_out_.data};
+    SPILLWAY_TRY(ctx.matmul_multi(P::Down, ws, sg_.data, n_tokens, ys, {SiluRows::apply, &silu}));
   }
 
   // 6. Per token, in slot order: out = sum_j w_j * y_j (+ gate * shared), as llama.cpp adds

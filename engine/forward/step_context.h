@@ -5,14 +5,17 @@
 // Contract for a kind's run(): read the residual stream x ([n_tokens, n_embd]), apply its
 // RMSNorm as the row prologue of its first matmul, and write its output to out
 // ([n_tokens, n_embd]); the orchestrator adds out to x. Every row is computed independently
-// of the other rows of the batch.
+// of the other rows of the batch. Every matmul over the layer's weights goes through
+// StepContext::matmul_multi, which acquires exactly the matrices it reads (streaming).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/forward/batch.h"
 #include "engine/forward/profile.h"
+#include "engine/residency/layer_weight_source.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
 
@@ -28,8 +31,35 @@ struct StepContext {
   void* matmul_scratch = nullptr;           // kernels::matmul_scratch_bytes of any matmul
   ForwardProfile* profile = nullptr;        // null: not profiling
 
+  // The layer being run and where its weights come from (set per layer by the ForwardPass;
+  // layer < 0 or no source: the matrices are always in memory).
+  LayerWeightSource* weights = nullptr;
+  int32_t layer = -1;
+
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t m, float* y) const {
     kernels::matmul(w, x, m, y, matmul_scratch, pool);
+  }
+
+  // kernels::matmul_multi of a layer's matrices: acquires exactly the matrices ws from the
+  // layer's weight source first (a streamed layer: waits until their bytes are in staging;
+  // that wait is profiled as Weights, the matmul as `part`) and releases them after. Every
+  // kind's matmul over its layer's weights goes through here: a streamed layer's matrices
+  // point nowhere until acquired. An Error when a streamed matrix could not be read (the
+  // outputs are then not written).
+  Status matmul_multi(ForwardProfile::Part part, std::span<const kernels::WeightMatrix* const> ws, const float* x,
+                      int64_t m, std::span<float* const> ys, kernels::RowPrologue prologue = {}) const {
+    const bool streamed = weights && layer >= 0;
+    if (streamed) {
+      Status acquired;
+      timed(profile, ForwardProfile::Weights, [&] { acquired = weights->acquire_matrices(layer, ws); });
+      if (!acquired.ok()) {
+        weights->release_matrices(layer, ws);
+        return acquired;
+      }
+    }
+    timed(profile, part, [&] { kernels::matmul_multi(ws, x, m, ys, matmul_scratch, pool, prologue); });
+    if (streamed) weights->release_matrices(layer, ws);
+    return {};
   }
 };
 

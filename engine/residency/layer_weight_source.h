@@ -2,8 +2,10 @@
 //
 // Residency units are a layer ({layer}) and, for MoE layers, a routed expert
 // ({layer, expert}). The forward calls acquire_layer(l) before layer l and release_layer(l)
-// after it, in layer order, every step; a MoE FFN calls acquire_experts(l, ids) for the
-// experts the step's tokens route to, between the two. A source whose units are all in
+// after it, in layer order, every step; in between, every kernel call of the layer's kinds
+// acquires the matrices it reads (acquire_matrices / release_matrices, through
+// StepContext::matmul_multi), and a MoE FFN calls acquire_experts(l, ids) for the experts
+// the step's tokens route to. A source whose units are all in
 // memory returns them at once (no locks, no waiting); a streaming source
 // (residency/weight_residency.h) may block until the unit's bytes are loaded.
 //
@@ -52,6 +54,16 @@ class LayerWeightSource {
   virtual void release_experts(int32_t layer) {}
   virtual int32_t max_experts_per_acquire() const { return std::numeric_limits<int32_t>::max(); }
   virtual void release_layer(int32_t layer) = 0;
+  // The matrices `ms` of the acquired layer `layer` that the next kernel call reads, in the
+  // order the forward consumes them: their `data` is valid until release_matrices(layer, ms)
+  // or release_layer(layer). A streamed layer's matrices are its streaming units, so its
+  // other matrices point nowhere meanwhile; matrices that are not the layer's (views a kind
+  // makes itself) are left alone. Sources whose layers are in memory do nothing (the
+  // default). A kind holds at most kMaxMatricesHeld of a layer's matrices at once (a MoE
+  // layer's routed experts, acquired through acquire_experts, aside).
+  static constexpr int32_t kMaxMatricesHeld = 4;
+  virtual Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) { return {}; }
+  virtual void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) {}
   virtual const kernels::WeightMatrix& token_embedding() const = 0;
   virtual const kernels::WeightMatrix& output() const = 0;
 };

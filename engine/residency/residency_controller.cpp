@@ -6,12 +6,10 @@
 namespace spillway::engine {
 
 ResidencyController::ResidencyController(WeightResidency& residency, const MemorySource& source,
-                                         PressurePolicy policy, int32_t prefetch_depth,
-                                         Clock clock)
+                                         PressurePolicy policy, Clock clock)
     : residency_(residency),
       source_(source),
       policy_(policy),
-      prefetch_depth_(prefetch_depth),
       clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {
   last_check_ = clock_();
   calm_since_ = last_check_;
@@ -84,8 +82,17 @@ int32_t ResidencyController::shed(const MemoryReading& r) {
     for (int32_t l = 0; l < residency_.n_layers(); ++l) layer = std::max(layer, residency_.layer_bytes(l));
     n = std::max<int32_t>(n, static_cast<int32_t>((deficit + layer - 1) / layer));
   }
-  // Starting to stream allocates prefetch_depth + 1 staging buffers.
-  if (residency_.staging_bytes() == 0) n = std::max(n, prefetch_depth_ + 2);
+  // Starting to stream allocates the staging slots: shed enough layers to free more than
+  // they take.
+  if (residency_.staging_bytes() == 0) {
+    int64_t smallest = INT64_MAX;
+    for (int32_t l = 0; l < residency_.n_layers(); ++l) {
+      if (residency_.is_resident(l)) smallest = std::min(smallest, residency_.layer_bytes(l));
+    }
+    smallest = std::max<int64_t>(smallest, 1);
+    const int64_t staging = residency_.staging_bytes_when_streaming();
+    n = std::max(n, static_cast<int32_t>(staging / smallest) + 1);
+  }
   n = std::min(n, resident);
   int32_t done = 0;
   for (int32_t l = residency_.n_layers() - 1; l >= 0 && done < n; --l) {

@@ -14,8 +14,8 @@
 // run's own transient use does not shed a plan the budget allows; PSI over its threshold,
 // a reading under half the floor or a lowered limit shed at once. The plan keeps the floor
 // out of the auto budget (residency_setup.cpp), so its steady state sits above it.
-// The first shed also allocates the streaming buffers (prefetch depth + 1 layers), so it
-// sheds at least that many + 1 layers: shedding fewer would use more memory, not less.
+// The first shed also allocates the streaming buffers (WeightResidency's staging slots), so
+// it sheds at least the layers they take + 1: shedding fewer would use more memory, not less.
 // With the expert tier of a MoE model, pressure sheds expert-cache slots first (the same
 // fraction of them, or enough for the deficit), layers only once the cache is at its
 // fewest slots; calm re-admits layers first, then a quarter of the shed slots per check.
@@ -90,7 +90,7 @@ class ResidencyController {
   // source and residency must outlive the controller. clock: steady_clock::now unless a
   // test injects one.
   ResidencyController(WeightResidency& residency, const MemorySource& source,
-                      PressurePolicy policy, int32_t prefetch_depth, Clock clock = {});
+                      PressurePolicy policy, Clock clock = {});
 
   // Call after every forward step.
   ResidencyAction on_step();
@@ -116,7 +116,6 @@ class ResidencyController {
   WeightResidency& residency_;
   const MemorySource& source_;
   PressurePolicy policy_;
-  int32_t prefetch_depth_;
   Clock clock_;
   int32_t steps_since_check_ = 0;
   int64_t steps_ = 0;

@@ -57,9 +57,7 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
   plan.runtime_reserve_bytes = sizes.runtime_reserve_bytes;
   plan.kv_reserve_bytes = options.kv_reserve_bytes.value_or(
       kv_reserve_tokens(options.priority, sizes.context_tokens) * sizes.kv_bytes_per_token);
-  const int64_t largest_layer =
-      n_layers == 0 ? 0 : *std::max_element(sizes.layer_bytes.begin(), sizes.layer_bytes.end());
-  const int64_t staging_if_streaming = (options.prefetch_depth + 1) * largest_layer;
+  const int64_t staging_if_streaming = sizes.staging_bytes;
   const int64_t fixed = plan.non_layer_bytes + plan.runtime_reserve_bytes + plan.kv_reserve_bytes;
 
   int32_t n_resident = 0;
@@ -75,10 +73,10 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
       if (room < 0) {
         return Error{fmt::format(
             "the memory budget of {} is too small for this model: it needs at least {} "
-            "(non-layer weights {} + {} streaming buffers of {} + KV reserve {} + runtime {}); "
+            "(non-layer weights {} + streaming staging {} in {} slots + KV reserve {} + runtime {}); "
             "raise --memory-budget or lower --residency-priority",
             mib(plan.budget_bytes), mib(fixed + staging_if_streaming), mib(plan.non_layer_bytes),
-            options.prefetch_depth + 1, mib(largest_layer), mib(plan.kv_reserve_bytes),
+            mib(staging_if_streaming), sizes.staging_slots, mib(plan.kv_reserve_bytes),
             mib(plan.runtime_reserve_bytes))};
       }
       const double per_layer = n_layers == 0 ? 1.0 : static_cast<double>(all_layers) / n_layers;

@@ -6,7 +6,9 @@
 //
 // budget: --memory-budget, or "auto" = what the memory probe says is available at start
 // (the cgroup limit minus its working set, or MemAvailable without a limit). staging: the
-// streaming buffers (prefetch depth + 1 layers), only when some layer is streamed. KV
+// streamer's slots (ResidencySizes::staging_bytes: pieces held + read ahead, each the
+// size of the largest streamed piece, i.e. matrix; WeightResidency::measure), only when
+// some layer is streamed. KV
 // reserve by priority: max-throughput 512 tokens, balanced 1024, max-context the whole
 // context. The non-layer set (embeddings, final norm, output) is always resident.
 //
@@ -54,6 +56,9 @@ struct ResidencySizes {
   int64_t kv_bytes_per_token = 0;
   int32_t context_tokens = 0;         // the full context, for max-context
   int64_t runtime_reserve_bytes = 0;  // activations, logits, tokenizer, allocator slack
+  // The streamer's staging slots when any layer is streamed (WeightResidency::UnitSizes).
+  int64_t staging_bytes = 0;
+  int32_t staging_slots = 0;
 };
 
 struct ResidencyPlan {

@@ -75,6 +75,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   ResidencySizes sizes;
   sizes.non_layer_bytes = units->non_layer_bytes;
   sizes.layer_bytes = units->layer_bytes;
+  sizes.staging_bytes = units->staging_bytes;
+  sizes.staging_slots = units->staging_slots;
   sizes.kv_bytes_per_token =
       KvCache::bytes_per_token(c, kernels::DType::F16);
   sizes.context_tokens = demand.context_tokens;
@@ -94,6 +96,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     auto apart = WeightResidency::measure(model, weight_options);
     if (!apart) return apart.error();
     sizes.layer_bytes = apart->layer_bytes;
+    sizes.staging_bytes = apart->staging_bytes;
+    sizes.staging_slots = apart->staging_slots;
     auto tier_plan = plan_residency(sizes, options, auto_budget);
     if (!tier_plan) return tier_plan.error();
     setup.plan = std::move(*tier_plan);
@@ -154,10 +158,11 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
         "streaming: {} per forward step through {} staging buffers ({}), {} I/O; disk read "
         "bandwidth measured at start {:.0f} MB/s: at most {:.2f} forward steps/s (decode "
         "tok/s for one sequence)",
-        mib(per_step), prefetch_depth + 1,
+        mib(per_step), weights ? weights->staging_slots() : prefetch_depth + 1,
         mib(static_cast<double>(plan.staging_bytes)),
         weights && weights->direct_io() ? "O_DIRECT" : "buffered+DONTNEED",
         disk_bytes_per_second / 1e6, disk_bytes_per_second / per_step));
+    if (weights && !weights->read_mode_summary().empty()) lines.push_back(weights->read_mode_summary());
   } else {
     lines.push_back(fmt::format("streaming: none, all {} layers of {} resident",
                                 model.config().n_layers, model.source().path()));

@@ -1,6 +1,7 @@
 #include "engine/residency/weight_residency.h"
 
 #include "engine/residency/unit_layout.h"
+#include "engine/platform/read_mode_probe.h"
 
 #include <algorithm>
 #include <cassert>
@@ -28,6 +29,61 @@ void for_each_unit_matrix(BlockWeights& b, bool experts_apart, Fn&& fn) {
     }
   }, b.ffn);
 }
+
+// The pieces a streamed layer is read in, in the order the forward kinds consume them:
+// fn(std::vector<kernels::WeightMatrix*>, bool experts) once per piece. One matrix each,
+// except a MoE layer's routed experts (when the layer unit holds them), one piece read
+// between the shared expert's gate/up and its down projection (forward/moe_ffn.cpp).
+template <class Fn>
+void for_each_piece(BlockWeights& b, bool experts_apart, Fn&& fn) {
+  std::visit([&](auto& m) { m.for_each_matrix([&](kernels::WeightMatrix& w) { fn(std::vector{&w}, false); }); },
+             b.mixer);
+  std::visit([&](auto& f) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(f)>, MoeFfnWeights>) {
+      fn(std::vector{&f.router}, false);
+      if (f.has_shared()) fn(std::vector{&f.shared_gate}, false), fn(std::vector{&f.shared_up}, false);
+      if (!experts_apart && !f.experts.empty()) {
+        std::vector<kernels::WeightMatrix*> all;
+        for (ExpertWeights& e : f.experts) e.for_each_matrix([&](kernels::WeightMatrix& w) { all.push_back(&w); });
+        fn(std::move(all), true);
+      }
+      if (f.has_shared()) fn(std::vector{&f.shared_down}, false);
+    } else {
+      f.for_each_matrix([&](kernels::WeightMatrix& w) { fn(std::vector{&w}, false); });
+    }
+  }, b.ffn);
+}
+
+// The most matrix pieces of one layer the forward kinds hold at once: the matrices of
+// their largest matmul_multi (attention: q, k, v; delta net: qkv, gate, beta, alpha; MoE:
+// router and the shared gate, up).
+int32_t most_pieces_held(const BlockWeights& b) {
+  // A kind not listed here: the most any kind may hold.
+  int32_t n = 1;
+  std::visit([&](const auto& m) {
+    using T = std::decay_t<decltype(m)>;
+    if constexpr (std::is_same_v<T, AttentionWeights>) {
+      n = std::max(n, 3);
+    } else if constexpr (std::is_same_v<T, DeltaNetWeights>) {
+      n = std::max(n, m.fused_ba ? 3 : 4);
+    } else {
+      n = LayerWeightSource::kMaxMatricesHeld;
+    }
+  }, b.mixer);
+  std::visit([&](const auto& f) {
+    using T = std::decay_t<decltype(f)>;
+    if constexpr (std::is_same_v<T, DenseFfnWeights>) {
+      n = std::max(n, 2);
+    } else if constexpr (std::is_same_v<T, MoeFfnWeights>) {
+      n = std::max(n, f.has_shared() ? 3 : 1);  // the routed-experts piece has a streamer of its own
+    } else {
+      n = LayerWeightSource::kMaxMatricesHeld;
+    }
+  }, b.ffn);
+  return std::min(n, LayerWeightSource::kMaxMatricesHeld);
+}
+
+constexpr int32_t kMaxAheadPieces = 8;
 
 }  // namespace
 
@@ -89,8 +145,48 @@ Status WeightResidency::build_layout() {
         retile_scratch_bytes_ = std::max(retile_scratch_bytes_, kernels::retile_scratch_bytes(m.type, m.cols));
       }
     });
-    max_layer_buffer_ = std::max(max_layer_buffer_, layer.unit.buffer_bytes);
   }
+
+  // The streamed pieces of every layer (pointing into layers_[l].weights: layers_ is not
+  // resized from here on).
+  int32_t held = 1;
+  for (int32_t l = 0; l < n_layers; ++l) {
+    Layer& layer = layers_[l];
+    held = std::max(held, most_pieces_held(layer.weights));
+    Status bound;
+    for_each_piece(layer.weights, experts_apart_, [&](std::vector<kernels::WeightMatrix*> ms, bool experts) {
+      Piece piece;
+      piece.layer = l;
+      piece.experts = experts;
+      piece.unit.id = static_cast<int32_t>(pieces_.size());
+      tensors.clear();
+      // Still the model's bindings into the file mapping here (rebased at load / acquire).
+      for (kernels::WeightMatrix* m : ms) {
+        auto t = tensor_of(*m);
+        if (!t) {
+          if (bound.ok()) bound = t.error();
+          return;
+        }
+        tensors.push_back(*t);
+      }
+      piece.offsets = build_stream_unit(tensors, options_.coalesce_gap_bytes, piece.unit);
+      uint64_t& largest = experts ? max_experts_piece_buffer_ : max_piece_buffer_;
+      largest = std::max(largest, piece.unit.buffer_bytes);
+      if (experts) experts_slots_ = 1 + std::max(options_.prefetch_depth, 1);
+      piece.matrices = std::move(ms);
+      layer.pieces.push_back(piece.unit.id);
+      pieces_.push_back(std::move(piece));
+    });
+    SPILLWAY_TRY(bound);
+  }
+  // Slots: the pieces the forward holds at once, plus those read ahead.
+  int32_t ahead = std::max(options_.prefetch_depth, 1);
+  if (max_piece_buffer_ > 0) {
+    const auto for_bytes = static_cast<int32_t>(std::min<uint64_t>(
+        (options_.min_ahead_bytes + max_piece_buffer_ - 1) / max_piece_buffer_, kMaxAheadPieces));
+    ahead = std::max(ahead, for_bytes);
+  }
+  staging_slots_ = held + ahead;
   return {};
 }
 
@@ -101,6 +197,8 @@ Result<WeightResidency::UnitSizes> WeightResidency::measure(const Model& model,
   UnitSizes sizes;
   sizes.non_layer_bytes = static_cast<int64_t>(w.non_layer_.buffer_bytes);
   for (const Layer& l : w.layers_) sizes.layer_bytes.push_back(static_cast<int64_t>(l.unit.buffer_bytes));
+  sizes.staging_bytes = w.staging_bytes_when_streaming();
+  sizes.staging_slots = w.staging_slots_;
   return sizes;
 }
 
@@ -121,8 +219,17 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   }
   if (progress) progress(0, total_bytes);
 
+  bool direct = options.direct_io;
+  const bool streams = w->experts_apart_ || std::find(resident.begin(), resident.end(), false) != resident.end();
+  if (direct && streams && options.read_mode_probe_bytes > 0) {
+    ASSIGN_OR_RETURN(const ReadModeChoice choice,
+                     choose_read_mode(model.source().files().front(), options.read_mode_probe_bytes,
+                                      options.stream.read_threads, options.stream.chunk_bytes));
+    direct = choice.direct;
+    w->read_mode_summary_ = choice.summary();
+  }
   for (const std::string& path : model.source().files()) {
-    auto reader = DirectReader::open(path, options.direct_io);
+    auto reader = DirectReader::open(path, direct);
     if (!reader) return reader.error();
     w->files_.push_back(std::move(*reader));
   }
@@ -130,7 +237,7 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   for (const auto& f : w->files_) files.push_back(f.get());
 
   w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
-  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get()));
+  SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get(), options.stream));
   w->token_embd_ = model.token_embedding();
   w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
   w->output_ = model.output();
@@ -144,7 +251,6 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
     w->output_.layout = kernels::WeightLayout::Tiled;
   }
   w->retile_scratch_.resize(w->retile_scratch_bytes_);
-  w->io_retile_scratch_.resize(w->retile_scratch_bytes_);
   done_bytes += static_cast<int64_t>(w->non_layer_.buffer_bytes);
   if (progress) progress(done_bytes, total_bytes);
 
@@ -185,22 +291,39 @@ void WeightResidency::retile_layer(const Layer& layer, uint8_t* buffer, std::vec
 }
 
 void WeightResidency::reschedule() {
-  std::vector<const StreamUnit*> order;
+  // Two cycles, each consumed in its own order: the matrices, and (MoE layers without the
+  // expert tier) the routed-experts pieces, whose slots are sized apart so that the
+  // matrices' slots stay small.
+  std::vector<const StreamUnit*> order, experts_order;
   for (const Layer& layer : layers_) {
-    if (!layer.memory.data) order.push_back(&layer.unit);
+    if (layer.memory.data) continue;
+    for (int32_t p : layer.pieces) (pieces_[p].experts ? experts_order : order).push_back(&pieces_[p].unit);
   }
-  if (order.empty() && !streamer_) return;
-  if (!streamer_) {
-    std::vector<const DirectReader*> files;
-    for (const auto& f : files_) files.push_back(f.get());
-    // Units are layers, their id the layer index; runs on the I/O thread.
-    auto retile_streamed = [this](const StreamUnit& unit, uint8_t* buffer) {
-      retile_layer(layers_[unit.id], buffer, io_retile_scratch_);
-    };
-    streamer_ = std::make_unique<WeightStreamer>(std::move(files), options_.prefetch_depth + 1,
-                                                 max_layer_buffer_, retile_streamed);
+  // Units are pieces, their id the index in pieces_; runs on the streamer's reader
+  // threads, several at once: each with its own scratch. Reads only the matrices' shapes
+  // and layouts, never `data` (which the engine thread rebases).
+  auto retile_streamed = [this](const StreamUnit& unit, uint8_t* buffer) {
+    thread_local std::vector<uint8_t> scratch;
+    const Piece& piece = pieces_[unit.id];
+    for (size_t i = 0; i < piece.matrices.size(); ++i) {
+      const kernels::WeightMatrix& w = *piece.matrices[i];
+      if (w.layout != kernels::WeightLayout::Tiled) continue;
+      scratch.resize(std::max(scratch.size(), retile_scratch_bytes_));
+      kernels::retile_in_place(w.type, buffer + piece.offsets[i], w.rows, w.cols, scratch.data());
+    }
+  };
+  std::vector<const DirectReader*> files;
+  for (const auto& f : files_) files.push_back(f.get());
+  if (!order.empty() && !streamer_) {
+    streamer_ = std::make_unique<WeightStreamer>(files, staging_slots_, max_piece_buffer_, retile_streamed,
+                                                 options_.stream);
   }
-  streamer_->set_schedule(std::move(order));
+  if (!experts_order.empty() && !experts_streamer_) {
+    experts_streamer_ = std::make_unique<WeightStreamer>(files, experts_slots_, max_experts_piece_buffer_,
+                                                         retile_streamed, options_.stream);
+  }
+  if (streamer_) streamer_->set_schedule(std::move(order));
+  if (experts_streamer_) experts_streamer_->set_schedule(std::move(experts_order));
 }
 
 Status WeightResidency::load_layer(int32_t layer_index) {
@@ -208,7 +331,7 @@ Status WeightResidency::load_layer(int32_t layer_index) {
   AlignedBytes memory = AlignedBytes::allocate(layer.unit.buffer_bytes);
   std::vector<const DirectReader*> files;
   for (const auto& f : files_) files.push_back(f.get());
-  SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get()));
+  SPILLWAY_TRY(read_stream_unit(files, layer.unit, memory.data.get(), options_.stream));
   retile_layer(layer, memory.data.get(), retile_scratch_);
   layer.memory = std::move(memory);
   rebase(layer, layer.memory.data.get());
@@ -237,23 +360,70 @@ void WeightResidency::make_streamed(int32_t layer_index) {
 }
 
 Result<const BlockWeights*> WeightResidency::acquire_layer(int32_t layer_index) {
-  Layer& layer = layers_[layer_index];
-  if (layer.memory.data) return &layer.weights;
-  auto buffer = streamer_->acquire(layer_index);
+  // A streamed layer's matrices point nowhere until acquire_matrices / acquire_experts.
+  return &layers_[layer_index].weights;
+}
+
+Status WeightResidency::acquire_piece(Layer& layer, int32_t p) {
+  if (std::find(layer.held.begin(), layer.held.end(), p) != layer.held.end()) return {};
+  Piece& piece = pieces_[p];
+  auto buffer = (piece.experts ? experts_streamer_ : streamer_)->acquire(piece.unit.id);
   if (!buffer) return buffer.error();
-  rebase(layer, *buffer);
-  return &layer.weights;
+  for (size_t i = 0; i < piece.matrices.size(); ++i) piece.matrices[i]->data = *buffer + piece.offsets[i];
+  layer.held.push_back(p);
+  return {};
+}
+
+void WeightResidency::release_piece(Layer& layer, int32_t p) {
+  auto it = std::find(layer.held.begin(), layer.held.end(), p);
+  if (it == layer.held.end()) return;
+  layer.held.erase(it);
+  Piece& piece = pieces_[p];
+  for (kernels::WeightMatrix* m : piece.matrices) m->data = nullptr;
+  (piece.experts ? experts_streamer_ : streamer_)->release(piece.unit.id);
+}
+
+Status WeightResidency::acquire_matrices(int32_t layer_index, std::span<const kernels::WeightMatrix* const> ms) {
+  Layer& layer = layers_[layer_index];
+  if (layer.memory.data) return {};
+  for (const kernels::WeightMatrix* m : ms) {
+    for (int32_t p : layer.pieces) {
+      const Piece& piece = pieces_[p];
+      if (piece.experts || piece.matrices.front() != m) continue;
+      SPILLWAY_TRY(acquire_piece(layer, p));
+      break;
+    }
+  }
+  return {};
+}
+
+void WeightResidency::release_matrices(int32_t layer_index, std::span<const kernels::WeightMatrix* const> ms) {
+  Layer& layer = layers_[layer_index];
+  if (layer.memory.data) return;
+  for (const kernels::WeightMatrix* m : ms) {
+    for (int32_t p : layer.pieces) {
+      if (!pieces_[p].experts && pieces_[p].matrices.front() == m) release_piece(layer, p);
+    }
+  }
 }
 
 void WeightResidency::release_layer(int32_t layer_index) {
   if (experts_) experts_->release(layer_index);
-  if (!layers_[layer_index].memory.data) streamer_->release(layer_index);
+  Layer& layer = layers_[layer_index];
+  while (!layer.held.empty()) release_piece(layer, layer.held.back());
 }
 
 Result<std::vector<const ExpertWeights*>> WeightResidency::acquire_experts(int32_t layer,
                                                                           std::span<const int32_t> experts) {
   if (experts_) return experts_->acquire(layer, experts);
-  return experts_of_block(layers_[layer].weights, layer, experts);
+  Layer& l = layers_[layer];
+  if (!l.memory.data) {
+    // The layer's routed experts are one piece, held until release_layer.
+    for (int32_t p : l.pieces) {
+      if (pieces_[p].experts) SPILLWAY_TRY(acquire_piece(l, p));
+    }
+  }
+  return experts_of_block(l.weights, layer, experts);
 }
 
 Result<std::vector<const ExpertWeights*>> WeightResidency::begin_acquire_experts(int32_t layer,
@@ -294,20 +464,36 @@ int64_t WeightResidency::resident_weight_bytes() const {
 }
 
 int64_t WeightResidency::staging_bytes() const {
-  return streamer_ ? static_cast<int64_t>(streamer_->slots()) * static_cast<int64_t>(streamer_->slot_bytes()) : 0;
+  int64_t bytes = 0;
+  for (const WeightStreamer* s : {streamer_.get(), experts_streamer_.get()}) {
+    if (s) bytes += static_cast<int64_t>(s->slots()) * static_cast<int64_t>(s->slot_bytes());
+  }
+  return bytes;
 }
 
 int64_t WeightResidency::streamed_bytes_per_step() const {
   int64_t bytes = 0;
   for (const Layer& l : layers_) {
     if (l.memory.data) continue;
-    for (const UnitRange& r : l.unit.ranges) bytes += static_cast<int64_t>(r.bytes);
+    for (int32_t p : l.pieces) {
+      for (const UnitRange& r : pieces_[p].unit.ranges) bytes += static_cast<int64_t>(r.bytes);
+    }
   }
   return bytes;
 }
 
 StreamerStats WeightResidency::streamer_stats() const {
-  return streamer_ ? streamer_->stats() : StreamerStats{};
+  StreamerStats sum;
+  for (const WeightStreamer* s : {streamer_.get(), experts_streamer_.get()}) {
+    if (!s) continue;
+    const StreamerStats one = s->stats();
+    sum.bytes_read += one.bytes_read;
+    sum.read_seconds += one.read_seconds;
+    sum.stall_seconds += one.stall_seconds;
+    sum.units_read += one.units_read;
+    sum.restarts += one.restarts;
+  }
+  return sum;
 }
 
 bool WeightResidency::direct_io() const {

@@ -1,12 +1,21 @@
 // The weights the forward reads when a memory budget applies: every residency unit is
 // either resident (copied once into anonymous memory) or streamed (read from disk into a
-// staging buffer each step by the WeightStreamer, ahead of use).
+// staging slot each step by the WeightStreamer, ahead of use).
 //
 // Units: the non-layer set (token embeddings, output matrix; always resident) and each
 // decoder layer's matrices; with the expert tier on (expert_cache_bytes >= 0) the routed
 // experts of MoE layers are units of their own in an ExpertCache, and a layer unit holds
 // the rest (attention, router, shared expert). A layer's 1-D tensors (norms, biases) are small float copies
 // the Model already owns and are never streamed.
+//
+// A resident layer is one buffer. A streamed layer is streamed in pieces: each of its
+// matrices is a unit of its own (a MoE layer without the expert tier: its routed experts
+// together are one more), in the order the forward consumes them, and the kinds acquire
+// exactly the matrices each matmul reads (acquire_matrices, through StepContext). The
+// streamer's slots are sized by the largest piece, not the largest layer: held + ahead
+// slots, where held is the most pieces a kind holds at once and ahead the pieces read
+// ahead (prefetch_depth, more for small pieces up to min_ahead_bytes). Routed-experts
+// pieces stream through a second streamer of 1 + prefetch_depth slots of their own size.
 //
 // Layout comes from the Model's bindings: every WeightMatrix of a freshly loaded Model
 // points at its tensor's bytes in the file mapping, which gives the file and offset to read.
@@ -29,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/result.h"
@@ -45,8 +55,16 @@ namespace spillway::engine {
 using WeightLoadProgress = std::function<void(int64_t done_bytes, int64_t total_bytes)>;
 
 struct WeightResidencyOptions {
-  int32_t prefetch_depth = 2;             // streamed layers read ahead (staging slots - 1)
+  // Streamed pieces read ahead of those the forward holds: at least this many, more while
+  // they hold less than min_ahead_bytes (at most 8).
+  int32_t prefetch_depth = 2;
+  uint64_t min_ahead_bytes = 32ull << 20;
+  StreamerOptions stream{};               // requests in flight and their size
   bool direct_io = true;                  // O_DIRECT where the filesystem allows it
+  // When something streams at creation and direct_io: read this many bytes of the model
+  // file with O_DIRECT and buffered + DONTNEED, and use the faster (read_mode_probe.h).
+  // 0: no measurement, direct_io decides.
+  uint64_t read_mode_probe_bytes = 64ull << 20;
   uint64_t coalesce_gap_bytes = 1 << 20;  // merge a layer's file ranges closer than this
   bool keep_file_layout = false;          // no retiling: the kernels read the file's layout
   // The expert tier (expert_cache.h): < 0 off (a MoE layer's unit holds all its routed
@@ -70,6 +88,8 @@ class WeightResidency final : public LayerWeightSource {
   struct UnitSizes {
     int64_t non_layer_bytes = 0;
     std::vector<int64_t> layer_bytes;
+    int64_t staging_bytes = 0;  // the streamer's slots, once any layer is streamed
+    int32_t staging_slots = 0;
   };
   static Result<UnitSizes> measure(const Model& model, const WeightResidencyOptions& options);
 
@@ -84,6 +104,8 @@ class WeightResidency final : public LayerWeightSource {
   void release_experts(int32_t layer) override;
   int32_t max_experts_per_acquire() const override;
   void release_layer(int32_t layer) override;
+  Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
+  void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
   const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
   const kernels::WeightMatrix& output() const override { return output_; }
 
@@ -99,6 +121,12 @@ class WeightResidency final : public LayerWeightSource {
   int64_t non_layer_bytes() const { return static_cast<int64_t>(non_layer_.buffer_bytes); }
   int64_t resident_weight_bytes() const;   // non-layer set + resident layers
   int64_t staging_bytes() const;           // 0 until something is streamed
+  // What the streamer's slots take once something is streamed (whether or not it is now).
+  int64_t staging_bytes_when_streaming() const {
+    return int64_t{staging_slots_} * int64_t(max_piece_buffer_) +
+           int64_t{experts_slots_} * int64_t(max_experts_piece_buffer_);
+  }
+  int32_t staging_slots() const { return staging_slots_ + experts_slots_; }
   int64_t streamed_bytes_per_step() const; // file bytes the streamed layers read per step
   StreamerStats streamer_stats() const;
   bool expert_tier() const { return experts_ != nullptr; }
@@ -115,13 +143,25 @@ class WeightResidency final : public LayerWeightSource {
   int64_t expert_slot_bytes() const { return experts_ ? experts_->slot_bytes() : 0; }
   ExpertCacheStats expert_cache_stats() const;  // zeros when the expert tier is off
   bool direct_io() const;
+  // One line: how reads were chosen at creation (empty when not measured).
+  const std::string& read_mode_summary() const { return read_mode_summary_; }
 
  private:
+  // A streamed unit: one matrix of a layer, or a MoE layer's routed experts together.
+  struct Piece {
+    StreamUnit unit;                               // unit.id: its index in pieces_
+    int32_t layer = 0;
+    bool experts = false;                          // the routed experts of its layer
+    std::vector<kernels::WeightMatrix*> matrices;  // in the layer's `weights`
+    std::vector<uint64_t> offsets;                 // of each matrix in the piece's buffer
+  };
   struct Layer {
     StreamUnit unit;
     // Where each matrix's first byte sits in the unit's buffer, in
     // BlockWeights::for_each_matrix order.
     std::vector<uint64_t> matrix_offsets;
+    std::vector<int32_t> pieces;  // its streamed pieces, in consumption order
+    std::vector<int32_t> held;    // pieces acquired from the streamer, not released yet
     AlignedBytes memory;       // resident copy, or empty
     BlockWeights weights;      // the model's layer, matrices rebased to memory or a slot
   };
@@ -130,6 +170,8 @@ class WeightResidency final : public LayerWeightSource {
   // Lays out the units (which file ranges, where each matrix lands); no I/O.
   Status build_layout();
   void rebase(Layer& layer, const uint8_t* buffer) const;
+  Status acquire_piece(Layer& layer, int32_t piece);
+  void release_piece(Layer& layer, int32_t piece);
   // Rearranges a layer unit's tileable matrices in `buffer` into tiles, in place.
   void retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const;
   Status load_layer(int32_t layer);  // read into memory (no rescheduling)
@@ -144,11 +186,16 @@ class WeightResidency final : public LayerWeightSource {
   std::vector<uint64_t> non_layer_offsets_;  // token_embd's, then output's (== when tied)
   AlignedBytes non_layer_memory_;
   kernels::WeightMatrix token_embd_, output_;
-  uint64_t max_layer_buffer_ = 0;
+  std::vector<Piece> pieces_;
+  uint64_t max_piece_buffer_ = 0;           // the matrices' pieces
+  int32_t staging_slots_ = 0;
+  uint64_t max_experts_piece_buffer_ = 0;   // routed-experts pieces (expert tier off)
+  int32_t experts_slots_ = 0;               // 0: none
   size_t retile_scratch_bytes_ = 0;
   std::vector<uint8_t> retile_scratch_;     // engine thread
-  std::vector<uint8_t> io_retile_scratch_;  // the streamer's I/O thread
+  std::string read_mode_summary_;
   std::unique_ptr<WeightStreamer> streamer_;  // created when the first layer is streamed
+  std::unique_ptr<WeightStreamer> experts_streamer_;  // the routed-experts pieces
   bool experts_apart_ = false;                // routed experts are not in the layer units
   std::unique_ptr<ExpertCache> experts_;      // the expert tier, when experts_apart_
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/platform/direct_reader.h"
+#include "engine/platform/read_mode_probe.h"
 
 namespace spillway::engine {
 namespace {
@@ -98,6 +99,34 @@ TEST_P(DirectReaderTest, RangePastTheEndIsAnErrorNamingTheFile) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, DirectReaderTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Direct" : "Buffered"; });
+
+// The start-up measurement of the read mode: both modes read the file's tail (no bytes
+// left in the page cache by the buffered rounds), the choice follows the figures, and the
+// log line names it.
+TEST_P(DirectReaderTest, TheReadModeProbeMeasuresBothModesAndLeavesNoCache) {
+  if (!GetParam()) GTEST_SKIP() << "one instance is enough";
+  auto choice = choose_read_mode(path_.string(), 1 << 20, 3, 64 << 10, 2);
+  ASSERT_TRUE(choice.ok()) << choice.error().message;
+  EXPECT_EQ(choice->probe_bytes, 1u << 20);
+  auto reader = DirectReader::open(path_.string());
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(choice->direct_available, (*reader)->direct());
+  EXPECT_GT(choice->buffered_bytes_per_second, 0);
+  if (choice->direct_available) {
+    EXPECT_GT(choice->direct_bytes_per_second, 0);
+    EXPECT_EQ(choice->direct, choice->direct_bytes_per_second * 1.25 >= choice->buffered_bytes_per_second);
+  } else {
+    EXPECT_FALSE(choice->direct);
+  }
+  const std::string line = choice->summary();
+  EXPECT_NE(line.find(choice->direct ? "reads: O_DIRECT" : "reads: buffered"), std::string::npos) << line;
+  EXPECT_EQ(cached_pages(), 0u);
+  // A whole file smaller than the probe is read once per round; a missing one is an error.
+  auto whole = choose_read_mode(path_.string(), 1ull << 30);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->probe_bytes, bytes_.size());
+  EXPECT_FALSE(choose_read_mode("/nonexistent/spillway-model.gguf", 1 << 20).ok());
+}
 
 TEST(DirectReader, MissingFileIsAnError) {
   auto r = DirectReader::open("/nonexistent/spillway-model.gguf");

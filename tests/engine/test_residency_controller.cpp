@@ -59,7 +59,7 @@ class ResidencyControllerTest : public ::testing::Test {
   ResidencyController make(PressurePolicy p) {
     p.check_every_steps = 1;
     p.max_resident_bytes = weights_->resident_weight_bytes();
-    return ResidencyController(*weights_, memory_, p, 2, [this] { return now_; });
+    return ResidencyController(*weights_, memory_, p, [this] { return now_; });
   }
   ResidencyAction step(ResidencyController& c, int64_t available) {
     now_ += std::chrono::seconds(1);

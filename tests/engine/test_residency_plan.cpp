@@ -15,6 +15,9 @@ ResidencySizes ten_layers() {
   s.kv_bytes_per_token = 64 * 1024;  // 1024 tokens = 64 MiB
   s.context_tokens = 4096;
   s.runtime_reserve_bytes = 36 * kMiB;
+  // Streaming pieces: 5 slots of the largest matrix (12 MiB).
+  s.staging_bytes = 60 * kMiB;
+  s.staging_slots = 5;
   return s;
 }
 
@@ -30,45 +33,58 @@ TEST(ResidencyPlan, EverythingFitsMeansAllResidentAndNoStaging) {
 TEST(ResidencyPlan, FormulaWithBalancedPriority) {
   ResidencyOptions o;
   o.memory_budget_bytes = 600 * kMiB;
-  // fixed = 100 + 36 + 64 (1024 tokens of KV) = 200; staging = 3 * 50 = 150;
-  // room = 600 - 200 - 150 = 250 -> 250 / 50 * 0.9 = 4.5 -> 4 layers.
+  // fixed = 100 + 36 + 64 (1024 tokens of KV) = 200; staging = 60;
+  // room = 600 - 200 - 60 = 340 -> 340 / 50 * 0.9 = 6.12 -> 6 layers.
   auto plan = plan_residency(ten_layers(), o, 0);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_FALSE(plan->budget_is_auto);
-  EXPECT_EQ(plan->resident_layers, 4);
-  EXPECT_EQ(plan->streamed_layers, 6);
+  EXPECT_EQ(plan->resident_layers, 6);
+  EXPECT_EQ(plan->streamed_layers, 4);
   EXPECT_EQ(plan->kv_reserve_bytes, 64 * kMiB);
-  EXPECT_EQ(plan->staging_bytes, 150 * kMiB);
-  EXPECT_EQ(plan->streamed_bytes_per_step, 300 * kMiB);
-  EXPECT_EQ(plan->resident, (std::vector<bool>{1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(plan->staging_bytes, 60 * kMiB);
+  EXPECT_EQ(plan->streamed_bytes_per_step, 200 * kMiB);
+  EXPECT_EQ(plan->resident, (std::vector<bool>{1, 1, 1, 1, 1, 1, 0, 0, 0, 0}));
+}
+
+TEST(ResidencyPlan, SmallerStagingGoesToResidentLayers) {
+  ResidencyOptions o;
+  o.memory_budget_bytes = 600 * kMiB;
+  // Whole-layer staging as before pieces (3 layers of 50 MiB): room 250 -> 4.5 -> 4 layers;
+  // piece staging (60 MiB): room 340 -> 6.12 -> 6: the 90 MiB saved hold two more layers.
+  ResidencySizes whole = ten_layers();
+  whole.staging_bytes = 150 * kMiB;
+  EXPECT_EQ(plan_residency(whole, o, 0)->resident_layers, 4);
+  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 6);
+  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->staging_bytes, 60 * kMiB);
 }
 
 TEST(ResidencyPlan, PriorityChangesTheKvReserve) {
   ResidencyOptions o;
   o.memory_budget_bytes = 600 * kMiB;
-  o.priority = ResidencyPriority::MaxThroughput;  // 512 tokens: 32 MiB -> room 282 -> 5.07 -> 5
-  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 5);
-  o.priority = ResidencyPriority::MaxContext;  // 4096 tokens: 256 MiB -> room 58 -> 1.04 -> 1
-  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 1);
+  o.priority = ResidencyPriority::MaxThroughput;  // 512 tokens: 32 MiB -> room 372 -> 6.7 -> 6
+  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 6);
+  o.priority = ResidencyPriority::MaxContext;  // 4096 tokens: 256 MiB -> room 148 -> 2.66 -> 2
+  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 2);
 }
 
 TEST(ResidencyPlan, AnExplicitKvSizeReplacesThePriorityReserve) {
   ResidencyOptions o;
   o.memory_budget_bytes = 600 * kMiB;
-  o.kv_reserve_bytes = 14 * kMiB;  // fixed = 100 + 36 + 14 = 150 -> room 300 -> 5.4 -> 5
+  o.kv_reserve_bytes = 14 * kMiB;  // fixed = 100 + 36 + 14 = 150 -> room 390 -> 7.02 -> 7
   auto plan = plan_residency(ten_layers(), o, 0);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->kv_reserve_bytes, 14 * kMiB);
-  EXPECT_EQ(plan->resident_layers, 5);
+  EXPECT_EQ(plan->resident_layers, 7);
 }
 
 TEST(ResidencyPlan, BudgetBelowTheMinimumIsAClearError) {
   ResidencyOptions o;
-  o.memory_budget_bytes = 300 * kMiB;
+  o.memory_budget_bytes = 250 * kMiB;  // needs 200 fixed + 60 staging
   auto plan = plan_residency(ten_layers(), o, 0);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.error().message.find("too small"), std::string::npos);
-  EXPECT_NE(plan.error().message.find("350.0 MiB"), std::string::npos) << plan.error().message;
+  EXPECT_NE(plan.error().message.find("260.0 MiB"), std::string::npos) << plan.error().message;
+  EXPECT_NE(plan.error().message.find("5 slots"), std::string::npos) << plan.error().message;
 }
 
 TEST(ResidencyPlan, ExplicitCountOverridesTheBudget) {

@@ -113,12 +113,48 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
         const auto stats = (*w)->streamer_stats();
         const uint64_t per_step = static_cast<uint64_t>((*w)->streamed_bytes_per_step());
         EXPECT_GE(stats.bytes_read, per_step * plain_.size()) << what;
+        // The forward consumes the streamed matrices in the order they are streamed.
+        EXPECT_EQ(stats.restarts, 0u) << what;
         if (resident == n) {
           EXPECT_EQ(stats.bytes_read, 0u) << what;
         }
       }
     }
   }
+}
+
+TEST_P(WeightResidencyTest, StagingHoldsAFewMatricesNotWholeLayers) {
+  const int32_t n = model_->config().n_layers;
+  WeightResidencyOptions o;
+  o.prefetch_depth = 2;
+  o.min_ahead_bytes = 0;
+  // Sized before anything streams (the plan's input), the same once streaming.
+  auto resident = WeightResidency::create(*model_, std::vector<bool>(n, true), o);
+  ASSERT_TRUE(resident.ok()) << resident.error().message;
+  EXPECT_EQ((*resident)->staging_bytes(), 0);
+  auto w = WeightResidency::create(*model_, std::vector<bool>(n, false), o);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  // Attention reads q, k, v at once (3 held) + 2 read ahead.
+  EXPECT_EQ((*w)->staging_slots(), 5);
+  uint64_t largest = 0;  // the largest layer matrix's aligned span in the file
+  for (const TensorInfo& t : model_->source().tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    constexpr uint64_t kA = DirectReader::kAlignment;
+    largest = std::max(largest, (DirectReader::span_bytes(t.file_offset, t.n_bytes) + kA - 1) / kA * kA);
+  }
+  EXPECT_EQ((*w)->staging_bytes(), 5 * static_cast<int64_t>(largest));
+  EXPECT_EQ((*w)->staging_bytes(), (*resident)->staging_bytes_when_streaming());
+  auto sizes = WeightResidency::measure(*model_, o);  // what the plan is given
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ(sizes->staging_bytes, (*w)->staging_bytes());
+  EXPECT_EQ(sizes->staging_slots, 5);
+  EXPECT_LT((*w)->staging_bytes(), 2 * (*w)->layer_bytes(0));  // was 3 whole layers
+  expect_bit_identical(plain_, run_steps(*model_, w->get()), "5 slots");
+  // More read ahead for small matrices: up to 8 more, while under min_ahead_bytes.
+  o.min_ahead_bytes = 1ull << 30;
+  auto ahead = WeightResidency::create(*model_, std::vector<bool>(n, false), o);
+  ASSERT_TRUE(ahead.ok());
+  EXPECT_EQ((*ahead)->staging_slots(), 3 + 8);
 }
 
 TEST_P(WeightResidencyTest, LoadProgressCountsTheResidentBytesUpToTheTotal) {
@@ -167,7 +203,7 @@ TEST_P(WeightResidencyTest, SheddingAndReadmissionBetweenStepsKeepOutputsIdentic
   policy.readmit_margin_bytes = 0;
   policy.readmit_after_seconds = 2;
   policy.check_every_steps = 1;
-  ResidencyController controller(**w, memory, policy, 2, [&] { return now; });
+  ResidencyController controller(**w, memory, policy, [&] { return now; });
 
   std::vector<int32_t> resident_after;
   const auto got = run_steps(*model_, w->get(), [&](int step) {
@@ -207,7 +243,7 @@ TEST_P(WeightResidencyTest, ALoweredLimitShedsEnoughToGetBackAboveTheFloor) {
   for (int32_t l = 0; l < n; ++l) layer = std::max(layer, (*w)->layer_bytes(l));
   policy.floor_bytes = 10 * layer;
   memory.reading.available_bytes = policy.floor_bytes - 5 * layer - 1;  // deficit: 6 layers
-  ResidencyController controller(**w, memory, policy, 1);
+  ResidencyController controller(**w, memory, policy);
   const ResidencyAction a = controller.on_step();
   EXPECT_EQ(a.shed, 6);
   EXPECT_EQ((*w)->resident_layers(), 0);

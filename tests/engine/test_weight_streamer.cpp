@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -169,6 +170,100 @@ TEST_P(WeightStreamerTest, DemandedUnitsComeBeforeTheCycleWhichThenResumes) {
   expect_unit_bytes(units_[4], *later);
   s.release(4);
   EXPECT_FALSE(s.acquire(3).ok());
+}
+
+TEST_P(WeightStreamerTest, AUnitInsideTheReadAheadWindowIsHandedOutWithoutARestart) {
+  if (GetParam() < 3) GTEST_SKIP() << "needs units 1 and 2 read ahead while 0 is held";
+  WeightStreamer s({reader_.get()}, GetParam(), max_unit_bytes_);
+  s.set_schedule({&units_[0], &units_[1], &units_[2], &units_[3]});
+  for (int step = 0; step < 4; ++step) {
+    for (int id : {0, 2, 1, 3}) {  // 2 before 1: both were issued already
+      auto p = s.acquire(id);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      expect_unit_bytes(units_[id], *p);
+      s.release(id);
+    }
+  }
+  EXPECT_EQ(s.stats().restarts, 0u);
+  // A unit outside the window (3 when the stream is at 0) restarts the stream there.
+  s.set_schedule({&units_[0], &units_[1], &units_[2], &units_[3], &units_[4], &units_[5]});
+  auto far = s.acquire(5);
+  ASSERT_TRUE(far.ok()) << far.error().message;
+  expect_unit_bytes(units_[5], *far);
+  s.release(5);
+  EXPECT_EQ(s.stats().restarts, GetParam() >= 6 ? 0u : 1u);
+}
+
+TEST_P(WeightStreamerTest, HoldingEverySlotAndAskingForMoreIsAnErrorNotAHang) {
+  WeightStreamer s({reader_.get()}, GetParam(), max_unit_bytes_);
+  std::vector<const StreamUnit*> all;
+  for (const StreamUnit& u : units_) all.push_back(&u);
+  s.set_schedule(all);
+  const int held = GetParam();  // <= 5: units 0 .. held - 1, then unit `held` has no slot
+  for (int id = 0; id < held; ++id) ASSERT_TRUE(s.acquire(id).ok());
+  auto more = s.acquire(held);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.error().message.find("held"), std::string::npos) << more.error().message;
+  for (int id = 0; id < held; ++id) s.release(id);
+  auto p = s.acquire(held);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  expect_unit_bytes(units_[held], *p);
+  s.release(held);
+}
+
+TEST_P(WeightStreamerTest, SmallRequestsOnSeveralThreadsDeliverTheSameBytesAndPrepareOnce) {
+  StreamerOptions o;
+  o.read_threads = 3;
+  o.chunk_bytes = 3 * kA;  // ranges of up to 100 kB: up to 9 requests each
+  std::atomic<int> prepared{0};
+  // The prepare step runs after the whole unit landed: it checks the bytes and counts.
+  WeightStreamer s({reader_.get()}, GetParam(), max_unit_bytes_,
+                   [&](const StreamUnit& u, uint8_t* buffer) {
+                     for (const UnitRange& r : u.ranges) {
+                       if (std::memcmp(buffer + r.buffer_offset + r.file_offset % kA, bytes_.data() + r.file_offset,
+                                       r.bytes) != 0) {
+                         return;
+                       }
+                     }
+                     prepared.fetch_add(1);
+                   },
+                   o);
+  std::vector<const StreamUnit*> all;
+  for (const StreamUnit& u : units_) all.push_back(&u);
+  s.set_schedule(all);
+  uint64_t expected_bytes = 0;
+  for (int step = 0; step < 3; ++step) {
+    for (int id = 0; id < 6; ++id) {
+      auto p = s.acquire(id);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      expect_unit_bytes(units_[id], *p);
+      s.release(id);
+      for (const auto& r : units_[id].ranges) expected_bytes += r.bytes;
+    }
+  }
+  EXPECT_GE(s.stats().bytes_read, expected_bytes);
+  EXPECT_GE(prepared.load(), 18);
+  EXPECT_EQ(s.stats().restarts, 0u);
+}
+
+TEST_P(WeightStreamerTest, LoadingAUnitInParallelRequestsGivesItsBytesOrTheError) {
+  // GetParam() threads, requests of 3 blocks: the resident-layer load path.
+  const StreamerOptions o{.read_threads = GetParam(), .chunk_bytes = 3 * kA};
+  for (const StreamUnit& u : units_) {
+    AlignedBytes buffer = AlignedBytes::allocate(u.buffer_bytes);
+    ASSERT_TRUE(read_stream_unit({reader_.get()}, u, buffer.data.get(), o).ok());
+    expect_unit_bytes(u, buffer.data.get());
+    AlignedBytes single = AlignedBytes::allocate(u.buffer_bytes);
+    ASSERT_TRUE(read_stream_unit({reader_.get()}, u, single.data.get()).ok());
+    expect_unit_bytes(u, single.data.get());
+  }
+  StreamUnit bad;
+  bad.ranges.push_back({0, bytes_.size() - 10, 100000, 0});  // past the end of the file
+  bad.buffer_bytes = 30 * kA;
+  AlignedBytes buffer = AlignedBytes::allocate(bad.buffer_bytes);
+  const Status st = read_stream_unit({reader_.get()}, bad, buffer.data.get(), o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find(path_.filename().string()), std::string::npos) << st.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Slots, WeightStreamerTest, ::testing::Values(1, 2, 3, 5));

@@ -237,7 +237,7 @@ TEST_F(ExpertCacheTest, PressureShedsCacheSlotsBeforeLayersAndCalmReadmitsThem) 
   policy.check_every_steps = 1;
   policy.readmit_after_seconds = 0;
   policy.readmit_margin_bytes = 0;
-  ResidencyController controller(w, memory, policy, 2);
+  ResidencyController controller(w, memory, policy);
 
   kernels::ThreadPool pool(2);
   const ModelConfig& c = model_->config();

@@ -1,0 +1,107 @@
+#include "engine/platform/read_mode_probe.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/platform/direct_reader.h"
+
+namespace spillway::engine {
+
+namespace {
+
+constexpr double kBufferedMargin = 1.25;
+
+// Reads [begin, end) of the file through `reader` in chunk_bytes requests on `threads`
+// threads; bytes per second, or the first error.
+Result<double> timed_parallel_read(const DirectReader& reader, uint64_t begin, uint64_t end, int32_t threads,
+                                   uint64_t chunk_bytes) {
+  std::atomic<uint64_t> next{begin};
+  std::vector<std::string> errors(threads);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      AlignedBytes buffer = AlignedBytes::allocate(chunk_bytes + DirectReader::kAlignment);
+      for (;;) {
+        const uint64_t at = next.fetch_add(chunk_bytes);
+        if (at >= end) return;
+        auto r = reader.read(at, std::min(chunk_bytes, end - at), buffer.data.get());
+        if (!r) {
+          errors[t] = r.error().message;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& e : errors) {
+    if (!e.empty()) return Error{e};
+  }
+  return seconds > 0 ? static_cast<double>(end - begin) / seconds : 0.0;
+}
+
+}  // namespace
+
+std::string ReadModeChoice::summary() const {
+  if (!direct_available) {
+    return fmt::format("reads: buffered + DONTNEED (the filesystem refuses O_DIRECT), {:.0f} MB/s over {:.0f} MiB",
+                       buffered_bytes_per_second / 1e6, probe_bytes / 1048576.0);
+  }
+  return fmt::format("reads: {} (measured at start over {:.0f} MiB: O_DIRECT {:.0f} MB/s, buffered + DONTNEED {:.0f} MB/s)",
+                     direct ? "O_DIRECT" : "buffered + DONTNEED", probe_bytes / 1048576.0,
+                     direct_bytes_per_second / 1e6, buffered_bytes_per_second / 1e6);
+}
+
+Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes, int32_t threads,
+                                        uint64_t chunk_bytes, int32_t rounds) {
+  threads = std::max(threads, 1);
+  chunk_bytes = std::max<uint64_t>(chunk_bytes / DirectReader::kAlignment * DirectReader::kAlignment,
+                                   DirectReader::kAlignment);
+  ASSIGN_OR_RETURN(std::unique_ptr<DirectReader> direct, DirectReader::open(path, true));
+  ASSIGN_OR_RETURN(std::unique_ptr<DirectReader> buffered, DirectReader::open(path, false));
+  ReadModeChoice choice;
+  const uint64_t size = direct->file_size();
+  bytes = std::min(bytes, size);
+  choice.probe_bytes = bytes;
+  // The tail: the weights there are the least likely to have been read just now (the
+  // header and the first tensors were, at load).
+  const uint64_t begin = (size - bytes) / DirectReader::kAlignment * DirectReader::kAlignment;
+  choice.direct_available = direct->direct();
+  for (int32_t round = 0; round < std::max(rounds, 1); ++round) {
+    if (choice.direct_available) {
+      ASSIGN_OR_RETURN(const double d, timed_parallel_read(*direct, begin, size, threads, chunk_bytes));
+      // A filesystem may accept O_DIRECT at open and refuse the reads (DirectReader falls
+      // back to buffered reads for good then).
+      choice.direct_available = direct->direct();
+      if (choice.direct_available) choice.direct_bytes_per_second = std::max(choice.direct_bytes_per_second, d);
+    }
+    // Evict the range so the buffered round reads the device too (DirectReader drops what
+    // it read after each request as well).
+    {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        ::posix_fadvise(fd, static_cast<off_t>(begin), static_cast<off_t>(size - begin), POSIX_FADV_DONTNEED);
+        ::close(fd);
+      }
+    }
+    ASSIGN_OR_RETURN(const double b, timed_parallel_read(*buffered, begin, size, threads, chunk_bytes));
+    choice.buffered_bytes_per_second = std::max(choice.buffered_bytes_per_second, b);
+  }
+  // O_DIRECT unless buffered reads are clearly faster: buffered reads pass through the page
+  // cache (charged to the cgroup until DONTNEED drops it) and short probes are noisy.
+  choice.direct = choice.direct_available &&
+                  choice.direct_bytes_per_second * kBufferedMargin >= choice.buffered_bytes_per_second;
+  return choice;
+}
+
+}  // namespace spillway::engine
