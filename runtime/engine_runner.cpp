@@ -44,7 +44,7 @@ int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::Mod
   if (resolve_state_slots(config, model) == 0 || !config.prefix_cache || config.n_state_snapshots < 0) return 0;
   if (config.n_state_snapshots > 0) return config.n_state_snapshots;
   const int64_t fit = std::max<int64_t>(1, kDefaultSnapshotBytes / engine::RecurrentState::state_bytes(model));
-  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
+  return static_cast<int32_t>(std::min<int64_t>(2 * int64_t{std::max(config.max_running, 1)}, fit));
 }
 
 namespace {

@@ -23,8 +23,11 @@ struct SchedulerConfig {
   // Recurrent-state snapshots for the prefix cache of hybrid models (0: none, then hybrid
   // models get no prefix hits). A sequence's state is saved after the step whose tokens end
   // at a snapshot boundary: every snapshot_interval_blocks KV blocks, and the last full
-  // block of its prompt (a second chat turn resumes there); prefill chunks are cut to end
-  // on boundaries. A hit resumes from the deepest snapshot within the KV match.
+  // block of its prompt; prefill chunks are cut to end on boundaries. Past its prompt, a
+  // sequence also re-saves its state at every block boundary into a tail snapshot of its own
+  // (at most half the snapshots are held so), published when it finishes: a second chat turn
+  // resumes at the last full block of the first turn's prompt + answer. A hit resumes from
+  // the deepest snapshot within the KV match.
   int32_t n_state_snapshots = 0;
   int32_t snapshot_interval_blocks = 16;
   // A masked-diffusion model (engine ModelConfig::is_diffusion): every request is a canvas

@@ -203,7 +203,8 @@ TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
 }
 
 // A second chat turn (the first turn's prompt + its answer + new tokens) resumes from the
-// snapshot at the first prompt's last full block, with the tokens of an uncached run.
+// tail snapshot at the last full block of what turn 1 computed (its prompt and answer but
+// the last answer token), with the tokens of an uncached run.
 TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   SchedulerConfig config;
   config.max_batch_tokens = 64;
@@ -219,7 +220,9 @@ TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   EngineSnapshot snap;
   const auto both = run(config, {first, greedy(prompt2, 16)}, /*one_at_a_time=*/true, &snap);
   ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(snap.prefix_hit_tokens_total, 176);  // turn 2 resumes after turn 1's 11 full prompt blocks
+  // Turn 1 computed 182 + 15 tokens: turn 2 resumes after its 12 full blocks (192 tokens), not
+  // after the prompt's 11 (176): it recomputes fewer than a block + what turn 1 never computed.
+  EXPECT_EQ(snap.prefix_hit_tokens_total, 192);
   config.prefix_cache = false;
   const auto uncached = run(config, {greedy(prompt2, 16)}, true);
   ASSERT_EQ(uncached.size(), 1u);
