@@ -45,6 +45,15 @@ struct StepStats {
   double seconds = 0.0;          // wall time of the forward + sampling
 };
 
+// Recurrent-state snapshot traffic of a runner (ModelRunner::state_snapshot_stats) (hybrid models; zeros otherwise), for metrics.
+struct StateSnapshotStats {
+  int64_t bytes = 0;             // memory the snapshot slots hold now (saved at least once)
+  int64_t saves_total = 0;       // state slot -> snapshot copies (StepBatch::state_saves)
+  int64_t restores_total = 0;    // snapshot -> state slot copies (StepBatch::state_restores)
+  double save_seconds_total = 0.0;
+  double restore_seconds_total = 0.0;
+};
+
 class MetricsObserver {
  public:
   virtual ~MetricsObserver() = default;

@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/residency/weight_residency.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
@@ -223,6 +224,13 @@ TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   // Turn 1 computed 182 + 15 tokens: turn 2 resumes after its 12 full blocks (192 tokens), not
   // after the prompt's 11 (176): it recomputes fewer than a block + what turn 1 never computed.
   EXPECT_EQ(snap.prefix_hit_tokens_total, 192);
+  // The runner's snapshot traffic (metrics): one restore; snapshots of whole states.
+  const int64_t state_bytes = engine::RecurrentState::state_bytes(model_->config());
+  EXPECT_EQ(snap.state_snapshot_stats.restores_total, 1);
+  EXPECT_GE(snap.state_snapshot_stats.saves_total, 2);
+  EXPECT_GT(snap.state_snapshot_stats.bytes, 0);
+  EXPECT_EQ(snap.state_snapshot_stats.bytes % state_bytes, 0);
+  EXPECT_GT(snap.state_snapshot_stats.save_seconds_total, 0.0);
   config.prefix_cache = false;
   const auto uncached = run(config, {greedy(prompt2, 16)}, true);
   ASSERT_EQ(uncached.size(), 1u);
