@@ -84,7 +84,7 @@ void DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const Del
       kernels::matmul_multi(ws, h_.data, n_tokens, ys, ctx.matmul_scratch, ctx.pool, {NormRows::apply, &in_norm});
     }
   });
-  timed(ctx.profile, P::Attention, [&] {
+  timed(ctx.profile, P::Recurrence, [&] {
     conv(ctx, spec, w);
     gates(ctx, spec, w);
     recurrence(ctx, spec);
