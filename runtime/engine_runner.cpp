@@ -1,7 +1,6 @@
 #include "runtime/engine_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
 #include <fmt/format.h>
@@ -71,24 +70,10 @@ class EngineRunner final : public ModelRunner {
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
     plans_.record(batch.n_tokens());
-    if (!batch.state_restores.empty()) {
-      const auto start = std::chrono::steady_clock::now();
-      for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
-      stats_.restore_seconds_total += seconds_since(start);
-      stats_.restores_total += static_cast<int64_t>(batch.state_restores.size());
-    }
+    for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
     auto forwarded = forward_.execute(batch.forward);
     if (!forwarded) return forwarded.error();
-    if (!batch.state_saves.empty()) {
-      const auto start = std::chrono::steady_clock::now();
-      for (const StepBatch::StateTransfer& s : batch.state_saves) {
-        engine::RecurrentState::Snapshot& snap = snapshots_[s.snapshot];
-        if (snap.values.empty()) stats_.bytes += state_.state_floats() * static_cast<int64_t>(sizeof(float));
-        state_.snapshot_into(s.state_slot, snap);
-      }
-      stats_.save_seconds_total += seconds_since(start);
-      stats_.saves_total += static_cast<int64_t>(batch.state_saves.size());
-    }
+    for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
     sample_rows(batch, logits, result);
     commit_canvases(batch, logits.data(), cfg_.n_vocab);
@@ -100,17 +85,19 @@ class EngineRunner final : public ModelRunner {
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
   int32_t n_state_slots() const override { return state_.n_layers() > 0 ? state_.n_slots() : 0; }
   int32_t n_state_snapshots() const override { return static_cast<int32_t>(snapshots_.size()); }
-  StateSnapshotStats state_snapshot_stats() const override { return stats_; }
+  StateSnapshotStats state_snapshot_stats() const override {
+    const engine::RecurrentState::CopyStats& c = state_.copy_stats();
+    StateSnapshotStats s{.saves_total = c.saves, .restores_total = c.restores,
+                         .save_seconds_total = c.save_seconds, .restore_seconds_total = c.restore_seconds};
+    for (const engine::RecurrentState::Snapshot& snap : snapshots_) s.bytes += snap.bytes();  // saved ones
+    return s;
+  }
   int32_t live_step_plans() const override { return plans_.live(); }
   void between_steps() override {
     if (between_steps_) between_steps_();
   }
 
  private:
-  static double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-
   // Samples every row on the kernel pool (engine/sampling_pool.h).
   void sample_rows(const StepBatch& batch, std::span<const float> logits, StepResult& result) {
     const int32_t n_vocab = cfg_.n_vocab;
@@ -189,7 +176,6 @@ class EngineRunner final : public ModelRunner {
   StepPlans plans_;
   engine::SamplingPool sampling_;  // per-thread sampling scratch
   std::vector<engine::RecurrentState::Snapshot> snapshots_;  // the prefix cache's state snapshots
-  StateSnapshotStats stats_;
 };
 
 }  // namespace
