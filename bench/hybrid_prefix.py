@@ -3,14 +3,16 @@
 cache resumes from a recurrent-state snapshot, against the time to prefill only the new
 tokens (TTFT measured as the latency of a 1-token completion). Prints one Markdown table.
 
-    bench/hybrid_prefix.py SPILLWAY_BINARY [--model M.gguf] [--work DIR] [--repeat 5]
+    bench/hybrid_prefix.py SPILLWAY_BINARY [--model M.gguf] [--work DIR] [--repeat 5] [--answer-tokens 48]
 
 Without --model it writes a Qwen3.5-shaped random model (make-demo-model --arch qwen35,
 dim 1024, 8 layers, Q8_0). Per repeat, on one server (interleaved, so machine noise hits
 every arm alike):
-  turn 1   a long prompt (~900 tokens) alone                      -> TTFT_full
-  turn 2   turn 1's prompt + its answer + ~50 new tokens            -> TTFT_2, cached_tokens
-  new      a fresh prompt as long as turn 2's uncached tail         -> TTFT_new
+  turn 1   a long prompt (~900 tokens) alone, answered with --answer-tokens tokens
+           (its time is prefill + the answer's decode)                -> T_1
+  turn 2   turn 1's prompt + its answer + ~25 new tokens            -> TTFT_2, cached_tokens
+  new      a fresh prompt of as many words as turn 2's new message  -> TTFT_new
+           (what turn 2 would cost if nothing before the new message were recomputed)
 The issue's target: TTFT_2 <= 1.2 x TTFT_new (median over the repeats).
 """
 import argparse
@@ -50,7 +52,7 @@ def start(spillway, model):
 
 
 def ttft(port, model_id, prompt, max_tokens=1):
-    """(seconds to the answer of a 1-token completion = prefill + one step, usage, text)."""
+    """(seconds to the answer of a max_tokens completion (1: prefill + one step), usage, text)."""
     body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.perf_counter()
@@ -71,6 +73,7 @@ def main():
     ap.add_argument("--model")
     ap.add_argument("--work", default=tempfile.gettempdir())
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--answer-tokens", type=int, default=48, help="turn 1's answer length")
     a = ap.parse_args()
     model = a.model
     if not model:
@@ -86,17 +89,17 @@ def main():
         rows = []
         for r in range(a.repeat):
             long_prompt = words(250, r)
-            full, u1, answer = ttft(port, model_id, long_prompt)
+            full, u1, answer = ttft(port, model_id, long_prompt, a.answer_tokens)
             second = long_prompt + answer + " " + words(15, 1000 + r)
             t2, u2, _ = ttft(port, model_id, second)
             cached = u2["prompt_tokens_details"]["cached_tokens"]
-            tail_words = max(1, (u2["prompt_tokens"] - cached) * 15 // max(1, u2["prompt_tokens"] - u1["prompt_tokens"]))
-            tnew, u3, _ = ttft(port, model_id, words(tail_words, 5000 + r))
+            # Only the new message's tokens: as many words as turn 2 added after the answer.
+            tnew, u3, _ = ttft(port, model_id, words(15, 5000 + r))
             rows.append((u1["prompt_tokens"], full, u2["prompt_tokens"], cached, t2, u3["prompt_tokens"], tnew))
     finally:
         proc.terminate()
         proc.wait()
-    print("| turn-1 prompt | TTFT turn 1 | turn-2 prompt | cached | TTFT turn 2 | new-only prompt | TTFT new only | ratio |")
+    print(f"| turn-1 prompt | turn 1 (prefill + {a.answer_tokens}-token answer) | turn-2 prompt | cached | TTFT turn 2 | new-only prompt | TTFT new only | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for p1, full, p2, cached, t2, p3, tnew in rows:
         print(f"| {p1} | {full*1e3:.1f} ms | {p2} | {cached} | {t2*1e3:.1f} ms | {p3} | {tnew*1e3:.1f} ms | {t2/tnew:.2f} |")

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/demo_model.h"
 #include "cli/commands.h"
@@ -17,7 +19,9 @@ namespace {
 struct MakeDemoModelOptions {
   std::string out;
   std::string type = "f16";
+  std::string shape;  // a named shape; the integer flags given with it win
   tools::DemoModelOptions model;
+  std::vector<std::pair<CLI::Option*, int32_t tools::DemoModelOptions::*>> int_flags;
 };
 
 int make_demo_model(MakeDemoModelOptions o) {
@@ -39,6 +43,19 @@ int make_demo_model(MakeDemoModelOptions o) {
                "q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m\n",
                o.type);
     return 2;
+  }
+  if (!o.shape.empty()) {
+    // The shape first, then the flags given explicitly on top of it.
+    tools::DemoModelOptions shaped;
+    if (Status st = tools::apply_demo_shape(o.shape, shaped); !st) {
+      fmt::print(stderr, "error: {}\n", st.error().message);
+      return 2;
+    }
+    shaped.seed = o.model.seed;
+    for (const auto& [flag, field] : o.int_flags) {
+      if (flag->count() > 0) shaped.*field = o.model.*field;
+    }
+    o.model = shaped;
   }
   o.model.k_mix = type.ends_with("_m");
   o.model.type = it->second;
@@ -76,13 +93,24 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
                                      "Write a deterministic random-weight GGUF model");
   cmd->add_option("--out", opts->out, "Output GGUF path")->required();
   cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe | qwen35");
-  cmd->add_option("--layers", opts->model.layers);
-  cmd->add_option("--dim", opts->model.dim, "Embedding size");
-  cmd->add_option("--ff", opts->model.ff, "MLP hidden size (default 8/3 dim)");
-  cmd->add_option("--heads", opts->model.heads, "Attention heads (default dim/64)");
-  cmd->add_option("--kv-heads", opts->model.kv_heads, "KV heads (default heads/2)");
-  cmd->add_option("--vocab", opts->model.vocab, "Vocabulary size");
-  cmd->add_option("--context", opts->model.context, "Context length");
+  cmd->add_option("--shape", opts->shape,
+                  "A named shape: qwen35-0.8b | qwen35-2b (Qwen3.5-shaped hybrids; the size flags given "
+                  "with it override it)");
+  using M = tools::DemoModelOptions;
+  auto int_flag = [&](const char* name, int32_t M::*field, const char* help) {
+    opts->int_flags.emplace_back(cmd->add_option(name, opts->model.*field, help), field);
+  };
+  int_flag("--layers", &M::layers, "Decoder layers");
+  int_flag("--dim", &M::dim, "Embedding size");
+  int_flag("--ff", &M::ff, "MLP hidden size (default 8/3 dim)");
+  int_flag("--heads", &M::heads, "Attention heads (default dim/64)");
+  int_flag("--kv-heads", &M::kv_heads, "KV heads (default heads/2)");
+  int_flag("--vocab", &M::vocab, "Vocabulary size");
+  int_flag("--context", &M::context, "Context length");
+  int_flag("--head-dim", &M::head_dim, "qwen35: attention head size (default dim/heads)");
+  int_flag("--ssm-key-heads", &M::ssm_key_heads, "qwen35: Gated DeltaNet key heads (default dim/(2 x head size))");
+  int_flag("--ssm-value-heads", &M::ssm_value_heads, "qwen35: Gated DeltaNet value heads (default 2 x key heads)");
+  int_flag("--ssm-head-dim", &M::ssm_head_dim, "qwen35: Gated DeltaNet key/value head size (default min(128, dim/2))");
   cmd->add_option("--type", opts->type,
                   "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the "
                   "mixes q4_k_m q5_k_m (llama-quantize's: some tensors Q6_K)");

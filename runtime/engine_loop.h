@@ -54,6 +54,7 @@ struct EngineSnapshot {
   int32_t state_slots_total = 0;
   int32_t state_slots_used = 0;
   int32_t state_snapshots = 0;
+  scheduler::StateSnapshotStats state_snapshot_stats;  // the runner's snapshot bytes and copies
 };
 
 class EngineLoop {

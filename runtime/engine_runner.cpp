@@ -45,7 +45,7 @@ int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::Mod
   if (resolve_state_slots(config, model) == 0 || !config.prefix_cache || config.n_state_snapshots < 0) return 0;
   if (config.n_state_snapshots > 0) return config.n_state_snapshots;
   const int64_t fit = std::max<int64_t>(1, kDefaultSnapshotBytes / engine::RecurrentState::state_bytes(model));
-  return static_cast<int32_t>(std::min<int64_t>(std::max(config.max_running, 1), fit));
+  return static_cast<int32_t>(std::min<int64_t>(2 * int64_t{std::max(config.max_running, 1)}, fit));
 }
 
 namespace {
@@ -94,6 +94,13 @@ class EngineRunner final : public ModelRunner {
   int32_t n_kv_blocks() const override { return kv_.n_blocks(); }
   int32_t n_state_slots() const override { return state_.n_layers() > 0 ? state_.n_slots() : 0; }
   int32_t n_state_snapshots() const override { return static_cast<int32_t>(snapshots_.size()); }
+  StateSnapshotStats state_snapshot_stats() const override {
+    const engine::RecurrentState::CopyStats& c = state_.copy_stats();
+    StateSnapshotStats s{.saves_total = c.saves, .restores_total = c.restores,
+                         .save_seconds_total = c.save_seconds, .restore_seconds_total = c.restore_seconds};
+    for (const engine::RecurrentState::Snapshot& snap : snapshots_) s.bytes += snap.bytes();  // saved ones
+    return s;
+  }
   int32_t live_step_plans() const override { return plans_.live(); }
   void between_steps() override {
     if (between_steps_) between_steps_();

@@ -36,8 +36,9 @@ int32_t resolve_kv_blocks(const SchedulerConfig& config);
 // slot when there are fewer slots than max_running).
 int32_t resolve_state_slots(const SchedulerConfig& config, const engine::ModelConfig& model);
 // Recurrent-state snapshots for the prefix cache (hybrid models with the prefix cache on):
-// config.n_state_snapshots when positive, none when negative, else one per running sequence
-// as far as 256 MiB of snapshots allows (at least one).
+// config.n_state_snapshots when positive, none when negative, else two per running sequence
+// (half of them may be running sequences' tail snapshots, scheduler/config.h) as far as
+// 256 MiB of snapshots allows (at least one).
 int32_t resolve_state_snapshots(const SchedulerConfig& config, const engine::ModelConfig& model);
 
 // The KV cache element type for a model: F16, but F32 for diffusion models (a canvas's K/V

@@ -26,8 +26,11 @@ struct SchedulerConfig {
   // Recurrent-state snapshots for the prefix cache of hybrid models (0: none, then hybrid
   // models get no prefix hits). A sequence's state is saved after the step whose tokens end
   // at a snapshot boundary: every snapshot_interval_blocks KV blocks, and the last full
-  // block of its prompt (a second chat turn resumes there); prefill chunks are cut to end
-  // on boundaries. A hit resumes from the deepest snapshot within the KV match.
+  // block of its prompt; prefill chunks are cut to end on boundaries. Past its prompt, a
+  // sequence also re-saves its state at every block boundary into a tail snapshot of its own
+  // (at most half the snapshots are held so), published when it finishes: a second chat turn
+  // resumes at the last full block of the first turn's prompt + answer. A hit resumes from
+  // the deepest snapshot within the KV match.
   int32_t n_state_snapshots = 0;
   int32_t snapshot_interval_blocks = 16;
   // A masked-diffusion model (engine ModelConfig::is_diffusion): every request is a canvas
@@ -46,6 +49,15 @@ struct StepStats {
   int32_t batch_sequences = 0;   // sequences in the step
   int32_t preemptions = 0;       // sequences preempted while building this step
   double seconds = 0.0;          // wall time of the forward + sampling
+};
+
+// Recurrent-state snapshot traffic of a runner (ModelRunner::state_snapshot_stats) (hybrid models; zeros otherwise), for metrics.
+struct StateSnapshotStats {
+  int64_t bytes = 0;             // memory the snapshot slots hold now (saved at least once)
+  int64_t saves_total = 0;       // state slot -> snapshot copies (StepBatch::state_saves)
+  int64_t restores_total = 0;    // snapshot -> state slot copies (StepBatch::state_restores)
+  double save_seconds_total = 0.0;
+  double restore_seconds_total = 0.0;
 };
 
 class MetricsObserver {

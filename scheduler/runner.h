@@ -27,6 +27,7 @@
 #include "engine/diffusion/canvas.h"
 #include "engine/forward/batch.h"
 #include "engine/sampling/sampling.h"
+#include "scheduler/config.h"
 
 namespace spillway::scheduler {
 
@@ -103,6 +104,8 @@ class ModelRunner {
   virtual int32_t n_state_slots() const { return 0; }
   // Recurrent-state snapshot slots (StepBatch::state_saves / state_restores); 0: none.
   virtual int32_t n_state_snapshots() const { return 0; }
+  // Totals since construction; engine thread, between steps.
+  virtual StateSnapshotStats state_snapshot_stats() const { return {}; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
   // Called on the engine thread after every step, and about once a second while idle: the

@@ -176,7 +176,8 @@ const StepBatch& Scheduler::schedule() {
   assert(scheduled_.empty());
   budget_ = config_.max_batch_tokens;
   step_preemptions_ = 0;
-  restores_.clear();
+  restores_.swap(fork_restores_);  // forks of the last update() resume from snapshots
+  fork_restores_.clear();
 
   // 1. Decodes, 2. the rest (prefill chunks, forked prompt tails, recomputation).
   for (int pass = 0; pass < 2; ++pass) {
@@ -327,6 +328,7 @@ void Scheduler::preempt(Sequence& seq) {
     seq.scheduled = 0;
     scheduled_.erase(std::find(scheduled_.begin(), scheduled_.end(), &seq));
   }
+  release_tail_snapshot(seq, /*publish=*/true);  // the resume may hit it
   release_blocks(seq);
   release_state_slot(seq);
   seq.computed = 0;
@@ -347,6 +349,10 @@ void Scheduler::release_blocks(Sequence& seq) {
 
 void Scheduler::release_state_slot(Sequence& seq) {
   if (seq.state_slot < 0) return;
+  // A planned restore into the slot (a fork's) must not land in the slot's next owner.
+  const auto into_slot = [&](const StepBatch::StateTransfer& t) { return t.state_slot == seq.state_slot; };
+  std::erase_if(restores_, into_slot);
+  std::erase_if(fork_restores_, into_slot);
   free_state_slots_.push_back(seq.state_slot);
   seq.state_slot = -1;
 }
@@ -374,14 +380,21 @@ int32_t Scheduler::chunk_for(const Sequence& seq, int32_t computed, int32_t n) c
 }
 
 // After build: a save for every scheduled sequence whose step ends on a snapshot boundary
-// not snapshotted yet.
+// not snapshotted yet, and a tail save for every one whose step ends on another block
+// boundary past its prompt's last full block.
 void Scheduler::plan_snapshot_saves() {
   batch_.state_saves.clear();
   if (!snapshots_on()) return;
   const int32_t bs = config_.block_size;
   for (Sequence* seq : scheduled_) {
     const int32_t end = seq->computed + seq->scheduled;
-    if (end % bs != 0 || !snapshot_boundary(*seq, end / bs)) continue;
+    if (seq->canvas || end % bs != 0) continue;
+    if (!snapshot_boundary(*seq, end / bs)) {
+      if (end / bs > seq->request->n_prompt / bs) plan_tail_save(*seq, end / bs);
+      continue;
+    }
+    // The indexed snapshot at this boundary supersedes the tail's older one.
+    release_tail_snapshot(*seq, /*publish=*/false);
     prefix_cache_.extend_hashes(std::span<const int32_t>(seq->tokens.data(), size_t(end)), seq->block_hashes);
     const uint64_t hash = seq->block_hashes[end / bs - 1];
     if (snapshots_.contains(hash)) continue;
@@ -389,15 +402,44 @@ void Scheduler::plan_snapshot_saves() {
                     [&](const auto& p) { return p.first == hash; })) {
       continue;
     }
+    if (!snapshots_.can_take()) continue;  // every slot is being saved or held as a tail
     const int32_t slot = snapshots_.take_slot();
     batch_.state_saves.push_back({seq->state_slot, slot});
     pending_snapshots_.emplace_back(hash, slot);
   }
 }
 
+void Scheduler::plan_tail_save(Sequence& seq, int32_t blocks) {
+  if (seq.tail_snapshot < 0) {
+    if (tail_holders_ >= snapshots_.n_snapshots() / 2 || !snapshots_.can_take()) return;
+    seq.tail_snapshot = snapshots_.take_slot();
+    seq.tail_snapshot_blocks = 0;
+    ++tail_holders_;
+  }
+  batch_.state_saves.push_back({seq.state_slot, seq.tail_snapshot});
+  pending_tail_saves_.emplace_back(&seq, blocks);
+}
+
+void Scheduler::release_tail_snapshot(Sequence& seq, bool publish) {
+  if (seq.tail_snapshot < 0) return;
+  const int32_t blocks = seq.tail_snapshot_blocks;
+  if (publish && blocks > 0 && blocks <= static_cast<int32_t>(seq.block_hashes.size())) {
+    snapshots_.insert(seq.block_hashes[blocks - 1], seq.tail_snapshot);
+  } else {
+    snapshots_.give_back(seq.tail_snapshot);
+  }
+  seq.tail_snapshot = -1;
+  seq.tail_snapshot_blocks = 0;
+  --tail_holders_;
+}
+
+// The step failed: its saves did not happen. A sequence whose tail save was planned loses
+// its tail snapshot (the slot may hold a half-written state).
 void Scheduler::drop_pending_snapshots() {
   for (const auto& [hash, slot] : pending_snapshots_) snapshots_.give_back(slot);
   pending_snapshots_.clear();
+  for (const auto& [seq, blocks] : pending_tail_saves_) release_tail_snapshot(*seq, /*publish=*/false);
+  pending_tail_saves_.clear();
 }
 
 void Scheduler::build_batch() {
@@ -494,6 +536,8 @@ void Scheduler::update(StepResult& result) {
   assert(result.tokens.size() == row_owner_.size());
   for (const auto& [hash, slot] : pending_snapshots_) snapshots_.insert(hash, slot);
   pending_snapshots_.clear();
+  for (const auto& [seq, blocks] : pending_tail_saves_) seq->tail_snapshot_blocks = blocks;
+  pending_tail_saves_.clear();
   for (Sequence* seq : scheduled_) {
     computed_tokens_total_ += seq->scheduled;
     if (seq->canvas) {
@@ -569,13 +613,24 @@ void Scheduler::fork_choice(Sequence& parent, int32_t choice, int32_t first_toke
   f.tokens.push_back(first_token);
   // Share the prompt's full blocks; the partial last block is recomputed in a block of the
   // fork's own (the parent keeps writing into its copy). Hybrid: the recurrent state cannot
-  // be rebuilt from KV, so the fork recomputes its prompt from position 0 in its own slot
-  // (admission kept one free for it).
-  const int32_t shared = hybrid() ? 0 : r.n_prompt / config_.block_size;
+  // be rebuilt from KV; the fork gets a slot of its own (admission kept one free for it) and
+  // the state snapshot taken at the prompt's last full block is copied into it (the next
+  // step's restores), so it recomputes fewer than block_size tokens; without that snapshot
+  // it recomputes its prompt from position 0.
+  int32_t shared = r.n_prompt / config_.block_size;
   if (hybrid()) {
     assert(!free_state_slots_.empty());
     f.state_slot = free_state_slots_.back();
     free_state_slots_.pop_back();
+    std::optional<int32_t> snapshot;
+    if (shared > 0 && snapshots_on() && static_cast<int32_t>(parent.block_hashes.size()) >= shared) {
+      snapshot = snapshots_.find(parent.block_hashes[shared - 1]);
+    }
+    if (snapshot) {
+      fork_restores_.push_back({f.state_slot, *snapshot});
+    } else {
+      shared = 0;
+    }
   }
   for (int32_t i = 0; i < shared; ++i) {
     blocks_.acquire(parent.block_table[i]);
@@ -596,6 +651,9 @@ void Scheduler::fork_choice(Sequence& parent, int32_t choice, int32_t first_toke
 void Scheduler::finish_sequence(Sequence& seq) {
   if (seq.state == Sequence::State::Finished) return;
   if (seq.state == Sequence::State::Running) {
+    // A next turn that repeats this sequence's tokens resumes at its tail snapshot (after
+    // fail_step / fail_all: dropped before, the state may be wrong).
+    release_tail_snapshot(seq, /*publish=*/true);
     release_blocks(seq);
     release_state_slot(seq);
     remove_from_running(seq);
@@ -693,7 +751,10 @@ void Scheduler::fail_all(const std::string& message) {
   std::sort(ids.begin(), ids.end());
   for (RequestId id : ids) {
     Request& r = *requests_.at(id);
-    for (const auto& seq : r.sequences) finish_sequence(*seq);
+    for (const auto& seq : r.sequences) {
+      release_tail_snapshot(*seq, /*publish=*/false);  // the engine's state is suspect
+      finish_sequence(*seq);
+    }
     for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Error);
     r.error = message;
     deliver(r);

@@ -148,6 +148,11 @@ class Scheduler {
   int32_t chunk_for(const Sequence& seq, int32_t computed, int32_t n) const;
   void plan_snapshot_saves();
   void drop_pending_snapshots();
+  // Plans the save of seq's tail snapshot after `blocks` full blocks (a step ending there).
+  void plan_tail_save(Sequence& seq, int32_t blocks);
+  // Ends seq's hold on its tail snapshot: publishes it in the index (its state is the one
+  // after tail_snapshot_blocks blocks, which the prefix cache holds) or frees the slot.
+  void release_tail_snapshot(Sequence& seq, bool publish);
   void release_state_slot(Sequence& seq);
 
   // Constants from construction: validate() reads only these (it runs on HTTP threads).
@@ -164,7 +169,10 @@ class Scheduler {
   std::vector<int32_t> free_state_slots_;  // hybrid models: slots no running sequence holds
   StateSnapshotIndex snapshots_;
   std::vector<StepBatch::StateTransfer> restores_;                  // of the step being built
+  std::vector<StepBatch::StateTransfer> fork_restores_;             // for the next step (n > 1 forks)
   std::vector<std::pair<uint64_t, int32_t>> pending_snapshots_;     // saved by the step: hash, slot
+  std::vector<std::pair<Sequence*, int32_t>> pending_tail_saves_;   // saved by the step: seq, blocks
+  int32_t tail_holders_ = 0;  // running sequences holding a tail snapshot (at most half the slots)
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<Sequence*> running_;  // admission order: the back is the latest admitted

@@ -45,6 +45,13 @@ struct Sequence {
 
   int32_t scheduled = 0;  // tokens to compute in the step being built / executed
   int32_t state_slot = -1;  // recurrent-state slot while running (hybrid models); else -1
+  // Hybrid models with state snapshots: the snapshot slot this sequence re-saves its state
+  // into at every block boundary past its prompt's last full block, and how many full blocks
+  // that saved state covers (0: not saved yet). Published in the snapshot index when the
+  // sequence finishes or is preempted, so a next chat turn (prompt + answer + new message)
+  // resumes at the answer's last full block instead of recomputing the answer.
+  int32_t tail_snapshot = -1;
+  int32_t tail_snapshot_blocks = 0;
 
   // Diffusion requests: the canvas (prompt + masks) and its sampler state. Every step it is
   // in forwards the whole canvas (computed stays 0: its K/V are rewritten each step), it

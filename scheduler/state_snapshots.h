@@ -8,6 +8,11 @@
 // snapshot at a block boundary <= k (so a prompt whose last cached boundary fell into
 // request-unique tokens still reuses the shallower shared prefix).
 //
+// Slots are in one of three states: free, indexed (in the LRU, findable), or held by the
+// scheduler outside the index (a save in flight, or a running sequence's tail snapshot,
+// which it re-saves at every block boundary past its prompt and publishes with insert()
+// when it finishes or is preempted).
+//
 // Thread contract: engine thread only (inside the Scheduler).
 #pragma once
 
@@ -29,11 +34,16 @@ class StateSnapshotIndex {
   // The snapshot slot holding the state after the block with this hash (and marks it most
   // recently used), or nullopt.
   std::optional<int32_t> find(uint64_t hash);
+  // Whether take_slot() can give a slot (one is free or indexed).
+  bool can_take() const { return !free_.empty() || !lru_.empty(); }
   // A slot to save a new snapshot into: a free one, else the least recently used one
   // (forgotten now). The caller registers it with insert() once the save happened.
+  // Requires can_take().
   int32_t take_slot();
-  // The slot now holds the state after the block with this hash.
+  // The slot now holds the state after the block with this hash (a slot taken with
+  // take_slot); when that hash is indexed already, the slot goes back to the free list.
   void insert(uint64_t hash, int32_t slot);
+  int32_t n_snapshots() const { return n_snapshots_; }
   // A slot taken but not saved (its step failed): back to the free list.
   void give_back(int32_t slot);
 

@@ -315,7 +315,10 @@ void GenerationJob::finish() {
   for (const Sub& s : subs_) {
     if (s.error && s.error->rfind("structured output:", 0) == 0) {
       // A grammar's cap hit while generating (grammar/ matcher limits): the request's fault.
-      failure = api::ApiError{.status = 400, .message = *s.error};
+      api::ApiError cap_hit;
+      cap_hit.status = 400;
+      cap_hit.message = *s.error;
+      failure = std::move(cap_hit);
     } else if (s.error) {
       failure = api::internal_error("The engine failed: " + *s.error);
     }

@@ -168,10 +168,12 @@ struct DemoDeltaNet {
   int64_t conv_dim() const { return (2 * key_heads + value_heads) * state; }
 };
 DemoDeltaNet demo_delta_net(const DemoModelOptions& o) {
-  const int64_t state = std::min<int64_t>(128, o.dim / 2);
-  const int64_t key_heads = std::max<int64_t>(1, o.dim / (2 * state));
-  return {state, key_heads, 2 * key_heads};
+  const int64_t state = o.ssm_head_dim > 0 ? o.ssm_head_dim : std::min<int64_t>(128, o.dim / 2);
+  const int64_t key_heads = o.ssm_key_heads > 0 ? o.ssm_key_heads : std::max<int64_t>(1, o.dim / (2 * state));
+  return {state, key_heads, o.ssm_value_heads > 0 ? o.ssm_value_heads : 2 * key_heads};
 }
+// Attention head size: --head-dim (qwen35) or dim / heads.
+int64_t demo_head_dim(const DemoModelOptions& o) { return o.head_dim > 0 ? o.head_dim : o.dim / o.heads; }
 bool demo_attention_layer(const DemoModelOptions& o, int32_t i) {
   return o.architecture != "qwen35" || (i + 1) % 4 == 0;
 }
@@ -180,7 +182,7 @@ bool demo_attention_layer(const DemoModelOptions& o, int32_t i) {
 void hybrid_layer_specs(const DemoModelOptions& o, int32_t i, std::vector<TensorSpec>& specs) {
   using I = TensorSpec::Init;
   const std::string p = fmt::format("blk.{}.", i);
-  const int64_t head_dim = o.dim / o.heads, q_dim = head_dim * o.heads, kv_dim = head_dim * o.kv_heads;
+  const int64_t head_dim = demo_head_dim(o), q_dim = head_dim * o.heads, kv_dim = head_dim * o.kv_heads;
   specs.push_back({p + "attn_norm.weight", o.dim, 1, I::Ones});
   if (demo_attention_layer(o, i)) {
     specs.push_back({p + "attn_q.weight", o.dim, 2 * q_dim});  // [q_h | gate_h] per head
@@ -263,7 +265,24 @@ Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   if (o.heads == 0) o.heads = std::max(1, o.dim / 64);
   if (o.kv_heads == 0) o.kv_heads = std::max(1, o.heads / 2);
   if (o.ff == 0) o.ff = (o.dim * 8 / 3 + 63) / 64 * 64;
-  if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0 || (o.dim / o.heads) % 2 != 0) {
+  if (o.architecture != "qwen35" && (o.head_dim != 0 || o.ssm_key_heads != 0 || o.ssm_value_heads != 0 ||
+                                     o.ssm_head_dim != 0)) {
+    return Error{"--head-dim and --ssm-* apply to --arch qwen35 only"};
+  }
+  if (o.head_dim < 0 || o.head_dim % 2 != 0 || o.ssm_key_heads < 0 || o.ssm_value_heads < 0 || o.ssm_head_dim < 0) {
+    return Error{"--head-dim must be even and --ssm-* non-negative"};
+  }
+  if (o.architecture == "qwen35") {
+    const DemoDeltaNet d = demo_delta_net(o);
+    const int64_t block = kernels::block_elems(o.type);
+    if (d.value_heads % d.key_heads != 0 || (d.value_heads * d.state) % block != 0 ||
+        (demo_head_dim(o) * o.heads) % block != 0) {
+      return Error{fmt::format("qwen35: {} value heads must be a multiple of {} key heads, and value heads x {} "
+                               "and heads x head size multiples of the {} block",
+                               d.value_heads, d.key_heads, d.state, kernels::dtype_name(o.type))};
+    }
+  }
+  if ((o.head_dim == 0 && o.dim % o.heads != 0) || o.heads % o.kv_heads != 0 || demo_head_dim(o) % 2 != 0) {
     return Error{fmt::format("--dim {} / --heads {} / --kv-heads {} do not divide evenly", o.dim,
                              o.heads, o.kv_heads)};
   }
@@ -317,9 +336,13 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   writer.set_uint32(arch + ".feed_forward_length", o.ff);
   writer.set_uint32(arch + ".attention.head_count", o.heads);
   writer.set_uint32(arch + ".attention.head_count_kv", o.kv_heads);
+  const auto head_dim = static_cast<int32_t>(demo_head_dim(o));
+  if (o.head_dim > 0) {
+    writer.set_uint32(arch + ".attention.key_length", head_dim);
+    writer.set_uint32(arch + ".attention.value_length", head_dim);
+  }
   // qwen35: partial rope over a quarter of each head (as Qwen3.5), at least 2 dims.
-  writer.set_uint32(arch + ".rope.dimension_count",
-                    arch == "qwen35" ? std::max(2, o.dim / o.heads / 4 / 2 * 2) : o.dim / o.heads);
+  writer.set_uint32(arch + ".rope.dimension_count", arch == "qwen35" ? std::max(2, head_dim / 4 / 2 * 2) : head_dim);
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   if (arch == "qwen3moe") {
     writer.set_uint32(arch + ".expert_count", o.experts);
@@ -403,6 +426,28 @@ Status write_default_demo_model(const std::string& path,
   fs::rename(tmp, target, ec);
   if (ec) return Error{fmt::format("cannot move {} to {}: {}", tmp, path, ec.message())};
   return {};
+}
+
+Status apply_demo_shape(const std::string& shape, DemoModelOptions& o) {
+  // Qwen3.5 small dense hybrids: 24 layers (every 4th gated attention, 8 query / 2 KV heads of
+  // 256), Gated DeltaNet with 16 key and 16 value heads of 128, a 248k vocabulary (here the
+  // generated one, untied output). ~1.0B / ~2.1B parameters with the untied output.
+  if (shape != "qwen35-0.8b" && shape != "qwen35-2b") {
+    return Error{fmt::format("--shape '{}' is not one of qwen35-0.8b, qwen35-2b", shape)};
+  }
+  const bool small = shape == "qwen35-0.8b";
+  o.architecture = "qwen35";
+  o.layers = 24;
+  o.dim = small ? 1024 : 2048;
+  o.ff = small ? 3584 : 6144;
+  o.heads = 8;
+  o.kv_heads = 2;
+  o.head_dim = 256;
+  o.ssm_key_heads = 16;
+  o.ssm_value_heads = 16;
+  o.ssm_head_dim = 128;
+  o.vocab = 248320;
+  return Status::Ok();
 }
 
 }  // namespace spillway::tools

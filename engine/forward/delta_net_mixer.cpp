@@ -31,7 +31,10 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
     max_conv_dim_ = std::max(max_conv_dim_, s.ssm_conv_dim());
     max_value_dim_ = std::max(max_value_dim_, s.ssm_value_dim());
     max_value_heads_ = std::max(max_value_heads_, s.ssm_value_heads);
+    max_conv_kernel_ = std::max(max_conv_kernel_, s.ssm_conv_kernel);
   }
+  conv_taps_.resize(size_t(max_conv_kernel_) * max_conv_dim_);
+  conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
 }
 
 void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
@@ -82,7 +85,7 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
     float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
     SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
   }
-  timed(ctx.profile, P::Attention, [&] {
+  timed(ctx.profile, P::Recurrence, [&] {
     conv(ctx, spec, w);
     gates(ctx, spec, w);
     recurrence(ctx, spec);
@@ -114,6 +117,13 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
 // of this step]; the output state = the last K - 1 raw rows of that window.
 void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w) {
   const int32_t C = spec.ssm_conv_dim(), K = spec.ssm_conv_kernel, ord = spec.recurrent_ordinal;
+  // Taps as [K][C] and a zero row, so the loops below run along channels (contiguous rows);
+  // each output still sums its K terms in tap order, as the per-channel form did.
+  for (int64_t ch = 0; ch < C; ++ch) {
+    for (int32_t k = 0; k < K; ++k) conv_taps_.data[int64_t{k} * C + ch] = w.conv[ch * K + k];
+  }
+  const float* taps = conv_taps_.data;
+  const float* zeros = conv_zeros_.data;
   for (const BatchSequence& seq : ctx.batch.sequences) {
     if (seq.n_tokens == 0) continue;
     const float* state_in = seq.start_position == 0 ? nullptr : state_->step_input(seq.state_slot, ord);
@@ -121,20 +131,26 @@ void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const De
     const int32_t n = seq.n_tokens;
     const float* rows = qkv_.data + size_t(seq.first_token) * C;
     float* conv_out = conv_.data + size_t(seq.first_token) * C;
+    // Window position j (0 .. K-2 + n): j < K-1 the state row j (zeros at position 0), else
+    // step row j - (K-1).
+    auto window_row = [&](int32_t j) -> const float* {
+      if (j >= K - 1) return rows + size_t(j - (K - 1)) * C;
+      return state_in ? state_in + size_t(j) * C : zeros;
+    };
     parallel_for(ctx.pool, C, int64_t{n} * K, [&](int64_t begin, int64_t end) {
-      // Window position j (0 .. K-2 + n): j < K-1 the state row j, else step row j - (K-1).
-      auto at = [&](int32_t j, int64_t ch) -> float {
-        if (j >= K - 1) return rows[size_t(j - (K - 1)) * C + ch];
-        return state_in ? state_in[size_t(j) * C + ch] : 0.0f;
-      };
-      for (int64_t ch = begin; ch < end; ++ch) {
-        const float* wc = w.conv + ch * K;
-        for (int32_t t = 0; t < n; ++t) {
-          float sum = 0.0f;
-          for (int32_t k = 0; k < K; ++k) sum += wc[k] * at(t + k, ch);
-          conv_out[size_t(t) * C + ch] = silu(sum);
+      for (int32_t t = 0; t < n; ++t) {
+        float* out = conv_out + size_t(t) * C;
+        for (int64_t ch = begin; ch < end; ++ch) out[ch] = 0.0f;
+        for (int32_t k = 0; k < K; ++k) {
+          const float* x = window_row(t + k);
+          const float* wk = taps + int64_t{k} * C;
+          for (int64_t ch = begin; ch < end; ++ch) out[ch] += wk[ch] * x[ch];
         }
-        for (int32_t j = 0; j < K - 1; ++j) state_out[size_t(j) * C + ch] = at(n + j, ch);
+        for (int64_t ch = begin; ch < end; ++ch) out[ch] = silu(out[ch]);
+      }
+      for (int32_t j = 0; j < K - 1; ++j) {
+        const float* x = window_row(n + j);
+        std::copy(x + begin, x + end, state_out + size_t(j) * C + begin);
       }
     });
   }

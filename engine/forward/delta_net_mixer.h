@@ -48,10 +48,12 @@ class DeltaNetMixer {
 
   const ModelConfig& cfg_;
   RecurrentState* state_ = nullptr;
-  int32_t max_conv_dim_ = 0, max_value_dim_ = 0, max_value_heads_ = 0;  // over the delta-net layers
+  int32_t max_conv_dim_ = 0, max_value_dim_ = 0, max_value_heads_ = 0, max_conv_kernel_ = 0;  // over the delta-net layers
   int32_t token_capacity_ = 0;
   // [tokens, n_embd | conv_dim | conv_dim | value_dim | 2 nv | nv | nv | nv | value_dim]
   AlignedBuffer h_, qkv_, conv_, z_, ba_, alpha_, g_, beta_, o_;
+  AlignedBuffer conv_taps_;   // [K][conv_dim]: the layer's conv taps, transposed per call
+  AlignedBuffer conv_zeros_;  // [conv_dim] zeros: the conv window before position 0
 };
 
 }  // namespace spillway::engine

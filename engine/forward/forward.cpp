@@ -27,7 +27,8 @@ int64_t key_count(const BatchSequence& seq, int64_t position) {
 
 const char* ForwardProfile::name(int part) {
   static constexpr const char* kNames[kParts] = {"embed", "norms", "qkv", "rope_kv", "attention", "wo",
-                                                 "gate_up", "silu_mul", "down", "residual", "logits", "weights"};
+                                                 "gate_up", "silu_mul", "down", "residual", "logits", "weights",
+                                                 "recurrence"};
   return part >= 0 && part < kParts ? kNames[part] : "?";
 }
 

@@ -7,7 +7,10 @@
 namespace spillway::engine {
 
 struct ForwardProfile {
-  enum Part { Embed, Norms, Qkv, RopeKv, Attention, Wo, GateUp, SiluMul, Down, Residual, Logits, Weights, kParts };
+  // Recurrence: the gated delta net layers' conv, gates and delta-rule recurrence (their
+  // projections count as Qkv and Wo; Attention is the attention layers' only).
+  enum Part { Embed, Norms, Qkv, RopeKv, Attention, Wo, GateUp, SiluMul, Down, Residual, Logits, Weights, Recurrence,
+              kParts };
   double seconds[kParts] = {};
   static const char* name(int part);
   double total() const;

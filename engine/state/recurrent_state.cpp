@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +13,9 @@ namespace {
 // Floats of layer `s`'s conv window and of its ssm state.
 int64_t layer_conv_floats(const LayerSpec& s) { return int64_t{s.ssm_conv_kernel - 1} * s.ssm_conv_dim(); }
 int64_t layer_ssm_floats(const LayerSpec& s) { return int64_t{s.ssm_value_heads} * s.ssm_state * s.ssm_state; }
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 }  // namespace
 
 void RecurrentState::Free::operator()(float* p) const { std::free(p); }
@@ -75,17 +79,23 @@ RecurrentState::Snapshot RecurrentState::snapshot(int32_t slot) const {
 
 void RecurrentState::snapshot_into(int32_t slot, Snapshot& out) const {
   assert(slot >= 0 && slot < n_slots_);
+  const auto start = std::chrono::steady_clock::now();
   const float* b = buffer(slot, current_[slot]);
   out.values.assign(b, b + state_floats_);
+  copy_stats_.save_seconds += seconds_since(start);
+  ++copy_stats_.saves;
 }
 
 void RecurrentState::restore(int32_t slot, const Snapshot& snapshot) {
   assert(slot >= 0 && slot < n_slots_);
   assert(static_cast<int64_t>(snapshot.values.size()) == state_floats_);
+  const auto start = std::chrono::steady_clock::now();
   if (state_floats_ > 0) {  // a model without recurrent layers has empty snapshots (data() null)
     std::memcpy(buffer(slot, current_[slot]), snapshot.values.data(), size_t(state_floats_) * sizeof(float));
   }
   can_rollback_[slot] = 0;
+  copy_stats_.restore_seconds += seconds_since(start);
+  ++copy_stats_.restores;
 }
 
 const float* RecurrentState::step_input(int32_t slot, int32_t ordinal) const {

@@ -56,6 +56,13 @@ class RecurrentState {
   void snapshot_into(int32_t slot, Snapshot& out) const;
   // The slot's current state = the snapshot (taken from a pool of the same model); no rollback.
   void restore(int32_t slot, const Snapshot& snapshot);
+  // Copies made by snapshot_into() (saves) and restore() since construction, and their wall
+  // time (metrics).
+  struct CopyStats {
+    int64_t saves = 0, restores = 0;
+    double save_seconds = 0.0, restore_seconds = 0.0;
+  };
+  const CopyStats& copy_stats() const { return copy_stats_; }
 
   // During a step (after begin_step): layer `ordinal`'s state the step starts from and the
   // buffer it writes. conv at [0, conv_floats), ssm after it.
@@ -83,6 +90,7 @@ class RecurrentState {
   std::unique_ptr<float[], Free> data_;  // [n_slots][2][state_floats]
   std::vector<uint8_t> current_;         // per slot: which buffer holds the current state
   std::vector<uint8_t> can_rollback_;    // per slot
+  mutable CopyStats copy_stats_;         // snapshot_into() is const
 };
 
 }  // namespace spillway::engine

@@ -11,6 +11,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -100,6 +101,22 @@ struct ServerMetrics::Impl {
       .Name("spillway_recurrent_state_snapshots")
       .Help("Hybrid models: recurrent-state snapshots held by the prefix cache")
       .Register(*registry).Add({});
+  Gauge& snapshot_bytes = prometheus::BuildGauge()
+      .Name("spillway_recurrent_state_snapshot_bytes")
+      .Help("Hybrid models: memory held by recurrent-state snapshots (prefix cache and running sequences' tails)")
+      .Register(*registry).Add({});
+  Family<Counter>& snapshot_copies = prometheus::BuildCounter()
+      .Name("spillway_recurrent_state_snapshot_copies_total")
+      .Help("Hybrid models: recurrent-state copies by op: save (state -> snapshot), restore (snapshot -> state)")
+      .Register(*registry);
+  Counter& snapshot_saves = snapshot_copies.Add({{"op", "save"}});
+  Counter& snapshot_restores = snapshot_copies.Add({{"op", "restore"}});
+  Family<Counter>& snapshot_copy_seconds = prometheus::BuildCounter()
+      .Name("spillway_recurrent_state_snapshot_copy_seconds_total")
+      .Help("Hybrid models: wall time of recurrent-state snapshot copies by op: save, restore")
+      .Register(*registry);
+  Counter& snapshot_save_seconds = snapshot_copy_seconds.Add({{"op", "save"}});
+  Counter& snapshot_restore_seconds = snapshot_copy_seconds.Add({{"op", "restore"}});
   Counter& preemptions = prometheus::BuildCounter()
       .Name("spillway_preemptions_total")
       .Help("Sequences preempted for lack of KV blocks")
@@ -210,6 +227,7 @@ struct ServerMetrics::Impl {
       .Help("Bytes of the expert cache's slots")
       .Register(*registry).Add({});
   ResidencyMetrics residency_published;  // cumulative values already counted (engine thread)
+  scheduler::StateSnapshotStats snapshots_counted;  // cumulative values already counted (render, under mu)
 
   Histogram& ttft = prometheus::BuildHistogram()
       .Name("spillway_time_to_first_token_seconds")
@@ -454,6 +472,17 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     impl_->state_used.Set(s.state_slots_used);
     impl_->state_free.Set(s.state_slots_total - s.state_slots_used);
     impl_->state_snapshots.Set(s.state_snapshots);
+    const scheduler::StateSnapshotStats& st = s.state_snapshot_stats;
+    scheduler::StateSnapshotStats& counted = impl_->snapshots_counted;
+    impl_->snapshot_bytes.Set(static_cast<double>(st.bytes));
+    auto advance = [](Counter& c, auto now, auto& before) {
+      if (now > before) c.Increment(static_cast<double>(now - before));
+      before = std::max(before, now);
+    };
+    advance(impl_->snapshot_saves, st.saves_total, counted.saves_total);
+    advance(impl_->snapshot_restores, st.restores_total, counted.restores_total);
+    advance(impl_->snapshot_save_seconds, st.save_seconds_total, counted.save_seconds_total);
+    advance(impl_->snapshot_restore_seconds, st.restore_seconds_total, counted.restore_seconds_total);
     impl_->vllm_running.Set(s.running);
     impl_->vllm_waiting.Set(s.waiting);
     impl_->vllm_kv_usage.Set(usage);

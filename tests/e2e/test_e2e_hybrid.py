@@ -60,6 +60,9 @@ class Hybrid(ServerTestCase):
         self.assertGreater(cached, 0)
         self.assertLess(cached, second["usage"]["prompt_tokens"])
         self.assertGreater(self.server.metric("spillway_recurrent_state_snapshots"), 0)
+        self.assertGreater(self.server.metric("spillway_recurrent_state_snapshot_bytes"), 0)
+        self.assertGreater(self.server.metric("spillway_recurrent_state_snapshot_copies_total", op="restore"), 0)
+        self.assertGreater(self.server.metric("spillway_recurrent_state_snapshot_copy_seconds_total", op="save"), 0)
 
 
 if __name__ == "__main__":

@@ -239,29 +239,21 @@ TEST(HybridModelFile, LegacySsmInLayoutIsALoadErrorNamingTheTensor) {
   EXPECT_NE(model.error().message.find("qwen35-tiny-peaked-f16.gguf"), std::string::npos) << model.error().message;
 }
 
-// make-demo-model's qwen35 layout: 3 of 4 layers delta nets (head size 128, the AVX-512
-// 64-column blocks), every 4th gated attention; it loads, and its streamed-in-chunks prefill
-// equals its token-by-token decode.
-TEST(HybridDemoModel, Qwen35LayoutLoadsAndDecodeEqualsPrefill) {
+// make-demo-model's qwen35 layout loads, and its streamed-in-chunks prefill equals its
+// token-by-token decode. Returns the config for the caller's shape checks.
+std::unique_ptr<Model> check_demo_model(const tools::DemoModelOptions& o) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("spillway-qwen35-demo-" + std::to_string(::getpid()) + ".gguf")).string();
-  tools::DemoModelOptions o;
-  o.architecture = "qwen35";
-  o.layers = 8;
-  o.dim = 256;
-  o.vocab = 600;
-  o.type = kernels::DType::Q8_0;
-  ASSERT_TRUE(tools::write_demo_model(path, o).ok());
+  EXPECT_TRUE(tools::write_demo_model(path, o).ok());
   auto model = Model::open(path);
   std::filesystem::remove(path);
-  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  if (!model.ok()) return nullptr;
   const ModelConfig& c = (*model)->config();
-  ASSERT_EQ(c.n_layers, 8);
-  for (int32_t i = 0; i < 8; ++i) {
+  EXPECT_EQ(c.n_layers, o.layers);
+  for (int32_t i = 0; i < c.n_layers; ++i) {
     EXPECT_EQ(c.layers[i].mixer, (i + 1) % 4 == 0 ? MixerKind::Attention : MixerKind::GatedDeltaNet) << i;
   }
-  EXPECT_EQ(c.layers[0].ssm_state, 128);
-  EXPECT_EQ(c.n_attention_layers(), 2);
   kernels::ThreadPool pool(2);
   KvCache kv(c, 16, 4, kernels::DType::F32);
   RecurrentState state(c, 1);
@@ -285,13 +277,68 @@ TEST(HybridDemoModel, Qwen35LayoutLoadsAndDecodeEqualsPrefill) {
     return all;
   };
   const std::vector<float> prefill = run(40), decode = run(1);
-  ASSERT_EQ(prefill.size(), decode.size());
+  EXPECT_EQ(prefill.size(), decode.size());
   float scale = 1e-30f, worst = 0;
-  for (size_t i = 0; i < prefill.size(); ++i) {
+  for (size_t i = 0; i < std::min(prefill.size(), decode.size()); ++i) {
     scale = std::max(scale, std::abs(prefill[i]));
     worst = std::max(worst, std::abs(prefill[i] - decode[i]));
   }
   EXPECT_LE(worst, 1e-5f * scale);
+  return std::move(*model);
+}
+
+// The default layout: 3 of 4 layers delta nets (head size 128, the AVX-512 64-column
+// blocks), every 4th gated attention.
+TEST(HybridDemoModel, Qwen35LayoutLoadsAndDecodeEqualsPrefill) {
+  tools::DemoModelOptions o;
+  o.architecture = "qwen35";
+  o.layers = 8;
+  o.dim = 256;
+  o.vocab = 600;
+  o.type = kernels::DType::Q8_0;
+  auto model = check_demo_model(o);
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model->config().layers[0].ssm_state, 128);
+  EXPECT_EQ(model->config().n_attention_layers(), 2);
+}
+
+// Qwen3.5's proportions (--shape qwen35-0.8b, scaled down): attention heads wider than
+// dim / heads (key_length), as many delta-net value heads as key heads.
+TEST(HybridDemoModel, Qwen35ShapeOverridesLoadAndDecodeEqualsPrefill) {
+  tools::DemoModelOptions shaped;
+  ASSERT_TRUE(tools::apply_demo_shape("qwen35-0.8b", shaped).ok());
+  EXPECT_EQ(shaped.dim, 1024);
+  EXPECT_EQ(shaped.layers, 24);
+  EXPECT_EQ(shaped.head_dim, 256);
+  EXPECT_EQ(shaped.ssm_value_heads, 16);
+  EXPECT_TRUE(tools::resolve_demo_model_options(shaped).ok());
+  EXPECT_FALSE(tools::apply_demo_shape("qwen35-9b", shaped).ok());
+  tools::DemoModelOptions o = shaped;  // the same proportions, small
+  o.layers = 4;
+  o.dim = 256;
+  o.ff = 512;
+  o.heads = 2;
+  o.kv_heads = 1;
+  o.head_dim = 192;
+  o.ssm_key_heads = 4;
+  o.ssm_value_heads = 4;
+  o.ssm_head_dim = 64;
+  o.vocab = 600;
+  o.type = kernels::DType::Q8_0;
+  auto model = check_demo_model(o);
+  ASSERT_TRUE(model);
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.head_dim, 192);
+  EXPECT_EQ(c.rope_dim, 48);
+  EXPECT_EQ(c.layers[0].ssm_key_heads, 4);
+  EXPECT_EQ(c.layers[0].ssm_value_heads, 4);
+  EXPECT_EQ(c.layers[0].ssm_state, 64);
+  // Bad combinations are errors, not files.
+  o.ssm_value_heads = 6;
+  EXPECT_FALSE(tools::resolve_demo_model_options(o).ok());
+  o.ssm_value_heads = 4;
+  o.architecture = "llama";
+  EXPECT_FALSE(tools::resolve_demo_model_options(o).ok());
 }
 
 }  // namespace

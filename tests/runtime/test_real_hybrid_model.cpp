@@ -2,7 +2,8 @@
 // (gated delta net + gated attention, recurrent-state slots): 8 concurrent greedy streams
 // (chunked prefill among decodes, preemption under KV pressure, fewer state slots than
 // requests) give each stream's solo tokens, and those are llama.cpp's golden tokens up to
-// its first near-tie.
+// its first near-tie; a second turn and n > 1 forks resume from recurrent-state snapshots
+// with the tokens of runs that recompute everything.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/residency/weight_residency.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
@@ -57,6 +59,7 @@ class Collector {
       auto& tokens = tokens_[u.id];
       for (const ChoiceUpdate& c : u.choices) {
         for (const GeneratedToken& t : c.tokens) tokens.push_back(t.id);
+        for (const GeneratedToken& t : c.tokens) by_choice_[{u.id, c.index}].push_back(t.id);
         if (c.finish) finish_[u.id] = *c.finish;
       }
       if (u.error) errors_.push_back(*u.error);
@@ -74,6 +77,10 @@ class Collector {
     std::lock_guard lock(mu_);
     return tokens_[id];
   }
+  std::vector<int32_t> choice_tokens(RequestId id, int32_t index) {
+    std::lock_guard lock(mu_);
+    return by_choice_[{id, index}];
+  }
   FinishReason finish(RequestId id) {
     std::lock_guard lock(mu_);
     return finish_.at(id);
@@ -87,6 +94,7 @@ class Collector {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<RequestId, std::vector<int32_t>> tokens_;
+  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> by_choice_;
   std::map<RequestId, FinishReason> finish_;
   std::vector<std::string> errors_;
   int finished_ = 0;
@@ -203,7 +211,8 @@ TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
 }
 
 // A second chat turn (the first turn's prompt + its answer + new tokens) resumes from the
-// snapshot at the first prompt's last full block, with the tokens of an uncached run.
+// tail snapshot at the last full block of what turn 1 computed (its prompt and answer but
+// the last answer token), with the tokens of an uncached run.
 TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   SchedulerConfig config;
   config.max_batch_tokens = 64;
@@ -219,11 +228,63 @@ TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   EngineSnapshot snap;
   const auto both = run(config, {first, greedy(prompt2, 16)}, /*one_at_a_time=*/true, &snap);
   ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(snap.prefix_hit_tokens_total, 176);  // turn 2 resumes after turn 1's 11 full prompt blocks
+  // Turn 1 computed 182 + 15 tokens: turn 2 resumes after its 12 full blocks (192 tokens), not
+  // after the prompt's 11 (176): it recomputes fewer than a block + what turn 1 never computed.
+  EXPECT_EQ(snap.prefix_hit_tokens_total, 192);
+  // The runner's snapshot traffic (metrics): one restore; snapshots of whole states.
+  const int64_t state_bytes = engine::RecurrentState::state_bytes(model_->config());
+  EXPECT_EQ(snap.state_snapshot_stats.restores_total, 1);
+  EXPECT_GE(snap.state_snapshot_stats.saves_total, 2);
+  EXPECT_GT(snap.state_snapshot_stats.bytes, 0);
+  EXPECT_EQ(snap.state_snapshot_stats.bytes % state_bytes, 0);
+  EXPECT_GT(snap.state_snapshot_stats.save_seconds_total, 0.0);
   config.prefix_cache = false;
   const auto uncached = run(config, {greedy(prompt2, 16)}, true);
   ASSERT_EQ(uncached.size(), 1u);
   EXPECT_EQ(both[1], uncached[0]);
+}
+
+// n > 1: the other choices copy the state snapshot of the prompt's last full block into their
+// slots and recompute only the prompt's partial block (6 of 182 tokens); their sampled tokens
+// equal those of a run where every choice recomputes its whole prompt (no prefix cache).
+TEST_F(RealHybridModel, ForkedChoicesFromTheStateSnapshotEqualRecomputedOnes) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 4;
+  config.max_context = 512;
+  config.block_size = 16;
+  GenerationParams p = greedy(golden_[4].prompt, 12);
+  p.n = 3;
+  p.sampling.temperature = 0.9f;
+  p.sampling.seed = 11;
+  auto run_choices = [&](const SchedulerConfig& c, EngineSnapshot& snap) {
+    kernels::ThreadPool pool(2);
+    EngineLoop loop(make_engine_runner(*model_, pool, c), *tokenizer_, c);
+    loop.start();
+    Collector collector;
+    const auto r = loop.submit(p, collector.sink());
+    EXPECT_TRUE(std::holds_alternative<RequestId>(r));
+    if (!std::holds_alternative<RequestId>(r)) return std::vector<std::vector<int32_t>>{};
+    collector.wait_finished(1);
+    loop.stop();
+    snap = loop.snapshot();
+    EXPECT_TRUE(collector.errors().empty());
+    std::vector<std::vector<int32_t>> out;
+    for (int32_t i = 0; i < p.n; ++i) out.push_back(collector.choice_tokens(std::get<RequestId>(r), i));
+    return out;
+  };
+  EngineSnapshot forked, recomputed;
+  const auto from_snapshot = run_choices(config, forked);
+  config.prefix_cache = false;
+  const auto from_scratch = run_choices(config, recomputed);
+  ASSERT_EQ(from_snapshot.size(), 3u);
+  for (int32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(from_snapshot[i].size(), 12u) << i;
+    EXPECT_EQ(from_snapshot[i], from_scratch[i]) << "choice " << i;
+  }
+  EXPECT_NE(from_snapshot[0], from_snapshot[1]);  // sampled, so the forks are really separate
+  EXPECT_EQ(forked.state_snapshot_stats.restores_total, 2);  // one per fork
+  EXPECT_EQ(recomputed.state_snapshot_stats.restores_total, 0);
 }
 
 }  // namespace

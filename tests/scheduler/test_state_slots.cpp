@@ -102,24 +102,81 @@ SchedulerConfig snapshot_config(int32_t snapshots, int32_t interval_blocks) {
   return c;
 }
 
-TEST(StateSnapshots, ASecondTurnResumesFromTheSnapshotAtItsPromptsLastFullBlock) {
+// Turn 2 = turn 1's prompt + its whole answer + new tokens: it resumes at the tail snapshot
+// turn 1 published at the last full block of everything it computed (prompt + answer but
+// the last sampled token), so it recomputes fewer than one block + the tokens turn 1 never
+// computed (not the answer).
+TEST(StateSnapshots, ASecondTurnResumesAtTheLastFullBlockOfTheFirstTurnsAnswer) {
   Harness h(snapshot_config(8, 16));
   hybrid(h);
   const std::vector<int32_t> first = random_prompt(42, 9);  // 10 full blocks of 4
-  const RequestId a = h.add(greedy(first, 5));
+  const RequestId a = h.add(greedy(first, 30));
   h.run_all();
   h.expect_matches_reference(a);
   std::vector<int32_t> second = first;
   const auto& answer = h.results[a].choices[0].tokens;
+  ASSERT_EQ(answer.size(), 30u);
   second.insert(second.end(), answer.begin(), answer.end());
   for (char ch : std::string("next turn")) second.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
+  const int64_t computed_before = h.scheduler.counters().computed_tokens_total;
   const RequestId b = h.add(greedy(second, 6));
   h.run_all();
   h.expect_matches_reference(b);
-  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 40);
+  // Turn 1 computed 42 + 29 = 71 tokens: 17 full blocks.
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 68);
+  const int64_t recomputed = h.scheduler.counters().computed_tokens_total - computed_before - (6 - 1);
+  const int64_t never_computed = static_cast<int64_t>(second.size()) - 71;  // the last answer token + "next turn"
+  EXPECT_EQ(recomputed, static_cast<int64_t>(second.size()) - 68);
+  EXPECT_LT(recomputed, h.config.block_size + never_computed);
   EXPECT_GE(h.runner.restores, 1);
   EXPECT_EQ(h.runner.state_errors, 0);
   EXPECT_EQ(h.runner.corrupt_reads, 0);
+}
+
+// When turn 2 diverges inside turn 1's answer (a chat template that drops the reasoning),
+// it still resumes at the snapshot of turn 1's prompt's last full block.
+TEST(StateSnapshots, ASecondTurnThatDropsTheAnswerResumesAtThePromptsLastFullBlock) {
+  Harness h(snapshot_config(8, 16));
+  hybrid(h);
+  const std::vector<int32_t> first = random_prompt(42, 9);
+  const RequestId a = h.add(greedy(first, 30));
+  h.run_all();
+  std::vector<int32_t> second = first;
+  for (char ch : std::string("another answer")) second.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
+  const RequestId b = h.add(greedy(second, 6));
+  h.run_all();
+  h.expect_matches_reference(a);
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 40);
+  EXPECT_EQ(h.runner.state_errors, 0);
+}
+
+// Tail snapshots take at most half the snapshot slots, so the indexed ones survive many
+// concurrent streams; preemption (which publishes the tail) keeps every token and state.
+TEST(StateSnapshots, TailSnapshotsHoldAtMostHalfTheSlotsAndKeepTheTokensUnderPreemption) {
+  SchedulerConfig cfg = snapshot_config(4, 16);
+  cfg.n_kv_blocks = 40;  // 160 token slots for 4 x 63 tokens: preemption
+  Harness h(cfg);
+  hybrid(h);
+  std::vector<RequestId> ids;
+  // Prompts shorter than a block: every save is a tail save (no prompt boundary; the
+  // 16-block interval is past the 3 + 59 computed tokens).
+  for (int i = 0; i < 4; ++i) ids.push_back(h.add(seeded(random_prompt(3, 60 + i), 60, 300 + i, 0.9f)));
+  int steps = 0;
+  int max_saves_per_step = 0;
+  while (h.scheduler.has_work() && steps++ < 10000) {
+    const int saves_before = h.runner.saves;
+    h.step();
+    max_saves_per_step = std::max(max_saves_per_step, h.runner.saves - saves_before);
+  }
+  ASSERT_FALSE(h.scheduler.has_work());
+  for (RequestId id : ids) h.expect_matches_reference(id);
+  EXPECT_GT(h.scheduler.counters().preemptions_total, 0);
+  EXPECT_LE(max_saves_per_step, 2);  // only 2 of the 4 streams hold a tail snapshot
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+  EXPECT_GT(h.scheduler.counters().state_snapshots, 0);  // finished streams published their tails
+  EXPECT_LE(h.scheduler.counters().state_snapshots, 4);
 }
 
 TEST(StateSnapshots, ASharedPrefixHitsAtTheDeepestSnapshotWithinTheKvMatch) {
@@ -157,6 +214,28 @@ TEST(StateSnapshots, WithoutASnapshotTheKvHitIsDiscardedAndCounted) {
   EXPECT_EQ(h.scheduler.counters().prefix_discarded_tokens_total, 32);
   EXPECT_EQ(h.scheduler.counters().state_snapshots, 1);
   EXPECT_EQ(h.runner.state_errors, 0);
+}
+
+// n > 1: the other choices copy the state snapshot of the prompt's last full block instead
+// of recomputing the prompt: each recomputes only the partial last block and its first token.
+TEST(StateSnapshots, ForkedChoicesResumeFromThePromptSnapshot) {
+  for (const int prompt_len : {10, 12}) {  // a partial last block of 2 tokens; none
+    Harness h(snapshot_config(8, 16));
+    hybrid(h);
+    GenerationParams p = seeded(random_prompt(prompt_len, 40), 12, 77, 1.0f);
+    p.n = 3;
+    const RequestId id = h.add(p);
+    h.run_all();
+    for (int c = 0; c < 3; ++c) h.expect_matches_reference(id, c);
+    EXPECT_EQ(h.runner.restores, 2) << prompt_len;
+    EXPECT_EQ(h.runner.state_errors, 0);
+    EXPECT_EQ(h.runner.corrupt_reads, 0);
+    // The prompt once, then per choice its 11 decoded tokens; each fork adds its partial block.
+    const int64_t partial = prompt_len % 4;
+    EXPECT_EQ(h.scheduler.counters().computed_tokens_total, prompt_len + 3 * 11 + 2 * partial) << prompt_len;
+    EXPECT_EQ(h.scheduler.free_state_slots(), 4);
+    EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
+  }
 }
 
 TEST(StateSnapshots, ConcurrentRequestsWithPreemptionKeepTheirTokens) {

@@ -117,3 +117,33 @@ TEST(ServerMetrics, EndpointLabelsAreBounded) {
 
 }  // namespace
 }  // namespace spillway::server
+
+namespace spillway::server {
+namespace {
+
+// Hybrid models: the runner's snapshot bytes are a gauge; its copy counts and seconds are
+// cumulative in every engine snapshot and the counters advance by what grew between renders.
+TEST(ServerMetrics, StateSnapshotBytesAndCopyTimes) {
+  ServerMetrics m("m");
+  EXPECT_NE(m.render(std::nullopt).find("# TYPE spillway_recurrent_state_snapshot_copy_seconds_total counter"),
+            std::string::npos);
+  runtime::EngineSnapshot s;
+  s.state_snapshots = 3;
+  s.state_snapshot_stats = {.bytes = 3 << 20, .saves_total = 4, .restores_total = 1,
+                            .save_seconds_total = 0.25, .restore_seconds_total = 0.125};
+  std::string text = m.render(s);
+  EXPECT_EQ(sample(text, "spillway_recurrent_state_snapshots"), 3);
+  EXPECT_EQ(sample(text, "spillway_recurrent_state_snapshot_bytes"), 3 << 20);
+  EXPECT_EQ(sample(text, "spillway_recurrent_state_snapshot_copies_total{op=\"save\"}"), 4);
+  EXPECT_EQ(sample(text, "spillway_recurrent_state_snapshot_copies_total{op=\"restore\"}"), 1);
+  EXPECT_DOUBLE_EQ(sample(text, "spillway_recurrent_state_snapshot_copy_seconds_total{op=\"save\"}"), 0.25);
+  s.state_snapshot_stats.saves_total = 6;
+  s.state_snapshot_stats.restore_seconds_total = 0.5;
+  text = m.render(s);
+  text = m.render(s);  // rendering twice counts nothing twice
+  EXPECT_EQ(sample(text, "spillway_recurrent_state_snapshot_copies_total{op=\"save\"}"), 6);
+  EXPECT_DOUBLE_EQ(sample(text, "spillway_recurrent_state_snapshot_copy_seconds_total{op=\"restore\"}"), 0.5);
+}
+
+}  // namespace
+}  // namespace spillway::server
