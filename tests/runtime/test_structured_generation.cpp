@@ -287,7 +287,9 @@ TEST_F(StructuredGeneration, PreemptionKeepsTheConstrainedOutput) {
   EXPECT_GT(snap.preemptions_total, 0);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(pressed[i].tokens, calm[i].tokens) << i;
-    if (i % 2 == 0) EXPECT_TRUE(validates(pressed[i].text)) << i;
+    if (i % 2 == 0) {
+      EXPECT_TRUE(validates(pressed[i].text)) << i;
+    }
   }
 }
 

@@ -116,7 +116,9 @@ TEST_F(ExpertCacheTest, AnyCacheSizeAndLayerResidencyGivesTheSameBits) {
         EXPECT_EQ(s.evictions, 0u);
         EXPECT_GT(s.hits, 0u);
       }
-      if (slots <= 5) EXPECT_GT(s.evictions, 0u);
+      if (slots <= 5) {
+        EXPECT_GT(s.evictions, 0u);
+      }
     }
   }
 }
@@ -201,11 +203,15 @@ TEST_F(ExpertCacheTest, TheResidencySetupChoosesTheExpertTier) {
     ASSERT_TRUE(setup.ok()) << setup.error().message;
     EXPECT_EQ(setup->plan.expert_tier, k.tier) << k.budget;
     EXPECT_EQ(setup->weights->expert_tier(), k.tier);
-    if (k.cache == -1) EXPECT_GT(setup->plan.streamed_layers, 0);
+    if (k.cache == -1) {
+      EXPECT_GT(setup->plan.streamed_layers, 0);
+    }
     if (k.tier) {
       EXPECT_EQ(setup->plan.streamed_layers, 0);
       const ExpertCacheStats s = setup->weights->expert_cache_stats();
-      if (k.slots > 0) EXPECT_EQ(s.slots, k.slots);
+      if (k.slots > 0) {
+        EXPECT_EQ(s.slots, k.slots);
+      }
       EXPECT_GE(s.slots, sizes_.min_slots);
       EXPECT_LE(setup->plan.expert_cache_bytes, k.budget - runtime);
     }
