@@ -8,5 +8,7 @@ launcher=()
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
 cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "$@" >/dev/null
-# SPILLWAY_BUILD_TARGET: build one target (e.g. fuzz_targets) instead of everything.
-cmake --build "$dir" -j "$(nproc)" --target "${SPILLWAY_BUILD_TARGET:-all}"
+# SPILLWAY_BUILD_TARGET: build these targets (space-separated, e.g. fuzz_targets) instead of
+# everything.
+read -ra targets <<< "${SPILLWAY_BUILD_TARGET:-all}"
+cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"

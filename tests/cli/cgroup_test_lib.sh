@@ -12,6 +12,9 @@
 #   cgroup_evict_file PATH             drops PATH from the page cache (written back first)
 #   cgroup_cleanup_file PATH           removed on exit
 #   cgroup_cleanup_pid PID             killed (TERM, then KILL) on exit, before the rmdir
+#   cgroup_make_520mb_model SPILLWAY PATH
+#                                      the ~520 MB F16 demo model (~2x a 256 MiB limit) at
+#                                      PATH, removed on exit
 
 CGROUP_PARENT=
 _cgroup_dirs=()
@@ -79,4 +82,11 @@ cgroup_stat() {
 cgroup_evict_file() {
   sync "$1"
   dd if="$1" iflag=nocache count=0 status=none
+}
+
+# ~520 MB of F16 weights: 20 layers of ~24 MB, embeddings and output ~16 MB.
+cgroup_make_520mb_model() {
+  cgroup_cleanup_file "$2"
+  "$1" make-demo-model --out "$2" --layers 20 --dim 1024 --ff 2816 --heads 16 \
+    --kv-heads 8 --vocab 4096 --context 512 >/dev/null
 }

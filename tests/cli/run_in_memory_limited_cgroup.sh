@@ -13,11 +13,8 @@ cgroup_require_v1
 
 limit_mb=256
 model=$work/cgroup-test-model-$$.gguf
-cgroup_cleanup_file "$model"
 
-# ~520 MB of F16 weights: 20 layers of ~24 MB, embeddings and output ~16 MB.
-"$spillway" make-demo-model --out "$model" --layers 20 --dim 1024 --ff 2816 --heads 16 \
-  --kv-heads 8 --vocab 4096 --context 512 >/dev/null
+cgroup_make_520mb_model "$spillway" "$model"
 model_mb=$(( $(stat -c %s "$model") / 1048576 ))
 echo "model ${model_mb} MB, cgroup limit ${limit_mb} MB"
 [ "$model_mb" -ge $(( 2 * limit_mb * 9 / 10 )) ] || { echo "FAIL: model is not ~2x the limit"; exit 1; }

@@ -17,11 +17,9 @@ model=$work/cgroup-pressure-model-$$.gguf
 out=$work/cgroup-pressure-$$.json
 err=$work/cgroup-pressure-$$.log
 stop=$work/cgroup-pressure-$$.stop
-for f in "$model" "$out" "$err" "$stop"; do cgroup_cleanup_file "$f"; done
+for f in "$out" "$err" "$stop"; do cgroup_cleanup_file "$f"; done
 
-# ~520 MB of F16 weights: 20 layers of ~24 MB, embeddings and output ~16 MB.
-"$spillway" make-demo-model --out "$model" --layers 20 --dim 1024 --ff 2816 --heads 16 \
-  --kv-heads 8 --vocab 4096 --context 512 >/dev/null
+cgroup_make_520mb_model "$spillway" "$model"
 cgroup=$(cgroup_create pressure "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
