@@ -40,6 +40,13 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->envname("SPILLWAY_PREFETCH_DEPTH")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd.add_option("--read-mode", f.read_mode,
+                 "How streamed weights are read: auto (O_DIRECT or buffered, whichever a probe of the "
+                 "model file at start finds faster), direct (O_DIRECT) or buffered (page cache, dropped "
+                 "after use)")
+      ->envname("SPILLWAY_READ_MODE")
+      ->check(CLI::IsMember({"auto", "direct", "buffered"}))
+      ->capture_default_str();
   cmd.add_option("--expert-cache", f.expert_cache,
                  "MoE models: RAM for routed experts, streamed from disk by expert: SIZE (e.g. 2G), "
                  "auto (on when the model does not fit the budget, with the room left) or off "
@@ -78,6 +85,7 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
     o.expert_cache_bytes = *bytes;
   }
   o.expert_cache_lfu = f.expert_cache_policy == "lfu";
+  if (f.read_mode != "auto") o.direct_io = f.read_mode == "direct";
   if (f.resident_layers == "all") {
     o.resident_layers = INT32_MAX;  // clamped to the layer count by the plan
   } else if (f.resident_layers != "auto") {

@@ -25,6 +25,7 @@ struct ResidencyFlags {
   int prefetch_depth = 2;
   std::string expert_cache = "auto";    // SIZE | auto | off (MoE models)
   std::string expert_cache_policy = "lru";  // lru | lfu
+  std::string read_mode = "auto";       // auto | direct | buffered
 };
 
 void add_residency_flags(CLI::App& command, ResidencyFlags& flags);

@@ -48,6 +48,10 @@ struct ResidencyOptions {
   // >= 0: on with this many bytes of cache.
   std::optional<int64_t> expert_cache_bytes;
   bool expert_cache_lfu = false;  // the cache's policy: least frequently used, else LRU + floor
+  // How streamed weights are read: nullopt measures O_DIRECT against buffered reads at start
+  // (read_mode_probe.h); true forces O_DIRECT (where the filesystem allows it), false
+  // buffered reads + POSIX_FADV_DONTNEED.
+  std::optional<bool> direct_io;
 };
 
 struct ResidencySizes {

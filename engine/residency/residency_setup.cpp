@@ -70,6 +70,10 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   // Sizes as the residency will hold them: lay the units out without reading anything.
   WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
                                         .keep_file_layout = options.keep_file_layout};
+  if (options.direct_io) {
+    weight_options.direct_io = *options.direct_io;
+    weight_options.read_mode_probe_bytes = 0;
+  }
   auto units = WeightResidency::measure(model, weight_options);
   if (!units) return units.error();
   ResidencySizes sizes;

@@ -1,0 +1,53 @@
+// The residency flags as serve, run and bench read them (cli/residency_flags.h).
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/residency_flags.h"
+
+namespace spillway::cli {
+namespace {
+
+Result<engine::ResidencyOptions> parse(std::vector<std::string> args) {
+  CLI::App app;
+  ResidencyFlags flags;
+  add_residency_flags(app, flags);
+  args.insert(args.begin(), "spillway");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return residency_options(flags);
+}
+
+TEST(ResidencyFlags, ReadModeAutoMeasuresDirectAndBufferedForce) {
+  auto automatic = parse({});
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  EXPECT_FALSE(automatic->direct_io.has_value());
+  auto direct = parse({"--read-mode", "direct"});
+  ASSERT_TRUE(direct.ok());
+  ASSERT_TRUE(direct->direct_io.has_value());
+  EXPECT_TRUE(*direct->direct_io);
+  auto buffered = parse({"--read-mode", "buffered"});
+  ASSERT_TRUE(buffered.ok());
+  ASSERT_TRUE(buffered->direct_io.has_value());
+  EXPECT_FALSE(*buffered->direct_io);
+  EXPECT_THROW(parse({"--read-mode", "mmap"}), CLI::ValidationError);
+}
+
+TEST(ResidencyFlags, BadSizesAreErrorsNamingTheFlag) {
+  auto budget = parse({"--memory-budget", "lots"});
+  ASSERT_FALSE(budget.ok());
+  EXPECT_NE(budget.error().message.find("--memory-budget"), std::string::npos) << budget.error().message;
+  auto cache = parse({"--expert-cache", "-3"});
+  ASSERT_FALSE(cache.ok());
+  EXPECT_NE(cache.error().message.find("--expert-cache"), std::string::npos) << cache.error().message;
+  auto ok = parse({"--memory-budget", "1.5G", "--expert-cache", "off"});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->memory_budget_bytes, int64_t{3} << 29);
+  EXPECT_EQ(ok->expert_cache_bytes, -1);
+}
+
+}  // namespace
+}  // namespace spillway::cli
