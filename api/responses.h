@@ -38,7 +38,7 @@ struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
-  std::optional<DiffusionUsage> diffusion;  // rendered as usage.diffusion when set
+  std::optional<DiffusionUsage> diffusion = std::nullopt;  // rendered as usage.diffusion when set
 };
 
 nlohmann::ordered_json render_usage(const Usage& usage);
