@@ -166,8 +166,9 @@ class Structured(ServerTestCase):
             (chat_body("x", tools=[tool_bad], tool_choice="required"),
              "tools[0].function.parameters#/properties/x/multipleOf", "multipleOf"),
             (chat_body("x", response_format={"type": "json_object"}, guided_regex="a"), "guided_regex", None),
-            # Over the compile cap (a DFA of 2^22 states): an error, not a hang.
-            (chat_body("x", guided_regex="(a|b)*a(a|b){22}"), "guided_regex", "too large"),
+            # Over the compile caps (a DFA of 2^22 states): an error, not a hang. Which cap
+            # trips first, states or seconds, depends on the build's speed.
+            (chat_body("x", guided_regex="(a|b)*a(a|b){22}"), "guided_regex", ("too large", "longer than its cap")),
         ]
         for body, param, word in cases:
             with self.subTest(param=param):
@@ -175,7 +176,9 @@ class Structured(ServerTestCase):
                 self.assertEqual(status, 400, out)
                 self.assertEqual(out["error"]["type"], "invalid_request_error")
                 self.assertEqual(out["error"]["param"], param, out)
-                if word:
+                if isinstance(word, tuple):
+                    self.assertTrue(any(w in out["error"]["message"] for w in word), out)
+                elif word:
                     self.assertIn(word, out["error"]["message"])
         # Still serving, constrained and not.
         self.assertEqual(self.chat(guided_choice=["ok"])["choices"][0]["message"]["content"], "ok")
