@@ -24,9 +24,11 @@ log=$work/cgroup-hybrid-serve-$$.log
 cgroup_cleanup_file "$model"
 cgroup_cleanup_file "$log"
 
-# ~700 MB of F16 weights: 28 layers (21 Gated DeltaNet, 7 gated attention) of ~25 MB.
+# ~700 MB of F16 weights: 28 layers (21 Gated DeltaNet, 7 gated attention) of ~25 MB;
+# DeltaNet heads of 64 keep the recurrent state (and the slots and snapshots the plan
+# reserves) at 5 MiB per sequence.
 "$spillway" make-demo-model --out "$model" --arch qwen35 --layers 28 --dim 1024 --vocab 4096 \
-  --context 512 >/dev/null
+  --ssm-head-dim 64 --context 512 >/dev/null
 model_mb=$(( $(stat -c %s "$model") / 1048576 ))
 echo "model ${model_mb} MB, cgroup limit ${limit_mb} MB"
 [ "$model_mb" -ge $(( 2 * limit_mb * 9 / 10 )) ] || { echo "FAIL: model is not ~2x the limit"; exit 1; }
