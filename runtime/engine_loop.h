@@ -79,6 +79,10 @@ class EngineLoop {
   // The request finishes with FinishReason::Cancelled at the next step boundary and its
   // KV blocks are released (kept in the prefix cache where full). Unknown ids are ignored.
   void cancel(RequestId id);
+  // Output back-pressure: while paused, the request's sequences are not scheduled (they
+  // keep their KV); resuming wakes the engine thread. Applied at the next step boundary, in
+  // order with cancels. Unknown or finished ids are ignored.
+  void set_output_paused(RequestId id, bool paused);
 
   EngineSnapshot snapshot() const;
   const SchedulerConfig& config() const;

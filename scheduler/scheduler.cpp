@@ -176,6 +176,7 @@ const StepBatch& Scheduler::schedule() {
   assert(scheduled_.empty());
   budget_ = config_.max_batch_tokens;
   step_preemptions_ = 0;
+  step_paused_ = 0;
   restores_.swap(fork_restores_);  // forks of the last update() resume from snapshots
   fork_restores_.clear();
 
@@ -184,6 +185,10 @@ const StepBatch& Scheduler::schedule() {
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence& seq = *running_[i];
       if (seq.scheduled > 0) continue;
+      if (seq.request->output_paused) {
+        step_paused_ += pass == 0;  // counted once per step
+        continue;
+      }
       if (seq.canvas) {
         // The whole canvas or nothing, with the prefills (its blocks are held while running).
         const engine::diffusion::Canvas::Range range = seq.canvas->forward_range();
@@ -712,6 +717,11 @@ void Scheduler::cancel(RequestId id) {
   for (const auto& seq : r.sequences) finish_sequence(*seq);
   for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Cancelled);
   deliver(r);
+}
+
+void Scheduler::set_output_paused(RequestId id, bool paused) {
+  auto it = requests_.find(id);
+  if (it != requests_.end()) it->second->output_paused = paused;
 }
 
 void Scheduler::cancel_all() {

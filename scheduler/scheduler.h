@@ -92,6 +92,12 @@ class Scheduler {
   // Not during a step (between schedule() and update()).
   void cancel(RequestId id);
   void cancel_all();
+  // Output back-pressure: while paused, the request's running sequences are skipped by
+  // schedule() (paused, not preempted: their KV blocks, state slots and running slots stay;
+  // waiting ones are still admitted, which computes their prompt once); resuming makes
+  // them schedulable again at the next schedule(). Unknown ids are ignored. Not during a
+  // step. A step whose only candidates are paused is empty (step_paused() tells).
+  void set_output_paused(RequestId id, bool paused);
 
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 
@@ -110,6 +116,8 @@ class Scheduler {
   // About the step schedule() built last.
   int32_t step_sequences() const { return static_cast<int32_t>(scheduled_.size()); }
   int32_t step_preemptions() const { return step_preemptions_; }
+  // Running sequences the last schedule() skipped because their output was paused.
+  int32_t step_paused() const { return step_paused_; }
 
   int32_t max_context() const { return max_context_; }
   const SchedulerConfig& config() const { return config_; }
@@ -187,6 +195,7 @@ class Scheduler {
   std::vector<Request*> touched_;
   int32_t budget_ = 0;
   int32_t step_preemptions_ = 0;
+  int32_t step_paused_ = 0;
 
   int64_t preemptions_total_ = 0;
   int64_t prefix_queried_tokens_total_ = 0;

@@ -53,6 +53,11 @@ class HttpExchange {
   // fn runs once, on the strand, if the client disconnects (EOF, reset, write failure or
   // write timeout) before the exchange ended.
   virtual void on_client_gone(std::function<void()> fn) = 0;
+  // Output back-pressure for a stream: fn(true) runs on the strand when the bytes written
+  // and not yet taken by the socket pass `limit_bytes` (the client stopped reading; the
+  // kernel's socket buffers are already full), fn(false) when they fall back to at most
+  // limit_bytes / 2 (it reads again). Never after the exchange ended or the client left.
+  virtual void on_backpressure(size_t limit_bytes, std::function<void(bool paused)> fn) = 0;
   virtual bool client_gone() const = 0;
 };
 
