@@ -2,7 +2,7 @@
 // generation requests into streams of updates. This is the whole surface server/ sees.
 //
 // Thread contract:
-// - submit(), cancel(), snapshot() may be called from any thread (Asio threads).
+// - submit(), cancel(), set_output_paused(), snapshot() may be called from any thread (Asio threads).
 // - UpdateSink callbacks and MetricsObserver calls run on the engine thread. They must
 //   return quickly, must not block on the engine, must not call submit()/cancel()
 //   re-entrantly (posting work elsewhere is the expected use), and must not throw.

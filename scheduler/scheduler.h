@@ -7,6 +7,8 @@
 // 2. chunks of the other running sequences (prefills, forked prompt tails, ...), each as
 //    much as the remaining budget allows, in admission order — so chunked prefill
 //    interleaves with decoding and a long prompt never stalls running decodes;
+// (Running sequences whose request's output is paused — set_output_paused, back-pressure
+// from a client that stopped reading — are skipped in 1 and 2; they keep their blocks.)
 // 3. if nothing was preempted in this step: admission of waiting sequences, first come
 //    first served (a head that does not fit blocks the queue), while the budget, KV blocks
 //    and max_running allow; each is matched against the prefix cache first.

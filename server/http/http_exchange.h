@@ -1,7 +1,7 @@
 // One HTTP request and its response, as handlers see them (no Beast types).
 //
 // Thread contract: the handler is called on the connection's strand. respond(),
-// start_stream(), write(), finish_stream() and on_client_gone() must be called on that
+// start_stream(), write(), finish_stream(), on_client_gone() and on_backpressure() must be called on that
 // strand: use post() from other threads (the engine thread). After the client is gone,
 // writes are dropped silently. An exchange ends with exactly one respond() or one
 // start_stream() ... finish_stream(); the connection then reads its next request.

@@ -93,6 +93,7 @@ class OutputBackpressure(ServerTestCase):
         start = self.generated()
         s = open_stalled_stream(self.server)
         try:
+            # Generation stops growing once the output waits (decoded to the end before the fix).
             plateau = self.wait_plateau() - start
             # Paused, not finished: the request still holds its sequences and KV.
             self.assertGreater(plateau, 0)
@@ -127,6 +128,7 @@ class OutputBackpressure(ServerTestCase):
         start = self.generated()
         s = open_stalled_stream(self.server)
         try:
+            # Generation stops growing once the output waits (decoded to the end before the fix).
             plateau = self.wait_plateau() - start
             self.assertLess(plateau, TOTAL)
             self.assertEqual(self.server.metric("spillway_output_paused_requests"), 1)
