@@ -206,8 +206,17 @@ const StepBatch& Scheduler::schedule() {
 
   // 3. Admission.
   if (step_preemptions_ == 0) {
-    while (!waiting_.empty() && budget_ > 0) {
-      if (!try_admit(*waiting_.front())) break;
+    for (size_t i = 0; i < waiting_.size() && budget_ > 0;) {
+      Sequence& seq = *waiting_[i];
+      if (seq.request->output_paused) {
+        // Not admitted while its client does not read (it would only hold blocks, and a
+        // paused sequence preempted for KV would be recomputed again and again); it keeps
+        // its place in the queue without blocking the others.
+        ++step_paused_;
+        ++i;
+        continue;
+      }
+      if (!try_admit(seq)) break;  // removes seq from waiting_
     }
   }
 
@@ -283,7 +292,7 @@ bool Scheduler::try_admit(Sequence& seq) {
     prefix_discarded_tokens_total_ += discarded;
     if (observer_ && discarded > 0) observer_->on_prefix_discarded(discarded);
   }
-  waiting_.pop_front();
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &seq));
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
   schedule_tokens(seq, n);
@@ -313,7 +322,7 @@ bool Scheduler::try_admit_canvas(Sequence& seq) {
   (void)allocated;
   seq.computed = 0;
   seq.state = Sequence::State::Running;
-  waiting_.pop_front();
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &seq));
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
   schedule_tokens(seq, n);

@@ -70,11 +70,32 @@ TEST(SchedulerOutputPause, PausingTwiceAndUnknownIdsAreHarmless) {
   h.scheduler.set_output_paused(999, true);
   h.scheduler.set_output_paused(id, true);
   h.scheduler.set_output_paused(id, true);
-  EXPECT_TRUE(h.step());  // a waiting request is still admitted: its prompt is computed once
-  EXPECT_FALSE(h.step());
+  EXPECT_FALSE(h.step());  // a paused waiting request is not admitted
+  EXPECT_EQ(h.scheduler.step_paused(), 1);
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
   h.scheduler.set_output_paused(id, false);
   h.run_all();
   h.expect_matches_reference(id);
+}
+
+// A paused waiting request keeps its place without blocking the queue behind it, and is
+// admitted once resumed.
+TEST(SchedulerOutputPause, PausedWaitingRequestDoesNotBlockTheQueue) {
+  Harness h(small_config());
+  const RequestId paused = h.add(greedy(random_prompt(6, 74), 10));
+  const RequestId next = h.add(greedy(random_prompt(6, 75), 10));
+  h.scheduler.set_output_paused(paused, true);
+  ASSERT_TRUE(h.step());
+  EXPECT_EQ(h.scheduler.counters().waiting_requests, 1);
+  EXPECT_EQ(h.scheduler.counters().running_requests, 1);
+  int guard = 0;
+  while (!h.results[next].choices.at(0).finish && guard++ < 1000) h.step();
+  h.expect_matches_reference(next);
+  EXPECT_TRUE(h.results[paused].choices.empty() || h.results[paused].choices.at(0).tokens.empty());
+  h.scheduler.set_output_paused(paused, false);
+  h.run_all();
+  h.expect_matches_reference(paused);
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
 }
 
 }  // namespace
