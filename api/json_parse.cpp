@@ -19,7 +19,7 @@ using ObjectVector = std::vector<std::pair<const std::string, json>>;
 // open container).
 class LinearBuilder final : public nlohmann::json_sax<json> {
  public:
-  explicit LinearBuilder(json& root) : root_(root) {}
+  LinearBuilder(json& root, size_t max_values) : root_(root), max_values_(max_values) {}
 
   bool null() override { return add(json(nullptr)); }
   bool boolean(bool v) override { return add(json(v)); }
@@ -44,6 +44,7 @@ class LinearBuilder final : public nlohmann::json_sax<json> {
   }
 
   const std::string& error() const { return error_; }
+  bool limit() const { return limit_; }
 
  private:
   struct Open {
@@ -77,7 +78,15 @@ class LinearBuilder final : public nlohmann::json_sax<json> {
     return &members.back().second;
   }
 
+  bool count_value() {
+    if (++values_ <= max_values_) return true;
+    error_ = fmt::format("more than {} JSON values (this server's limit for one document)", max_values_);
+    limit_ = true;
+    return false;
+  }
+
   bool add(json&& v) {
+    if (!count_value()) return false;
     place(std::move(v));
     return true;
   }
@@ -85,8 +94,10 @@ class LinearBuilder final : public nlohmann::json_sax<json> {
   bool open(json&& container) {
     if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
       error_ = fmt::format("nesting deeper than {} levels", kMaxJsonDepth);
+      limit_ = true;
       return false;
     }
+    if (!count_value()) return false;
     json* placed = place(std::move(container));
     stack_.push_back({placed, {}});
     return true;
@@ -98,25 +109,31 @@ class LinearBuilder final : public nlohmann::json_sax<json> {
   }
 
   json& root_;
+  const size_t max_values_;
+  size_t values_ = 0;
   std::vector<Open> stack_;
   std::string pending_key_;
   std::string error_;
+  bool limit_ = false;
 };
 
 }  // namespace
 
-std::optional<json> parse_json_linear(std::string_view text, JsonParseError* error) {
+std::optional<json> parse_json_linear(std::string_view text, JsonParseError* error, size_t max_values) {
   const size_t nul = text.find('\0');
   if (nul != std::string_view::npos) {
     if (error) error->message = fmt::format("a NUL byte at byte {}", nul);
     return std::nullopt;
   }
   json root;
-  LinearBuilder builder(root);
+  LinearBuilder builder(root, max_values);
   const bool ok = json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                                   /*strict=*/true);
   if (!ok) {
-    if (error) error->message = builder.error().empty() ? "not valid JSON" : builder.error();
+    if (error) {
+      error->message = builder.error().empty() ? "not valid JSON" : builder.error();
+      error->limit = builder.limit();
+    }
     return std::nullopt;
   }
   return root;

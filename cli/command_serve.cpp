@@ -97,6 +97,12 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                       "Largest request body; larger gets 413 (default 16M)")
           ->transform(CLI::Validator(size_transform(), "SIZE")),
       "SPILLWAY_MAX_BODY_BYTES");
+  env(cmd->add_option("--max-unsent-stream-bytes", o->max_unsent_stream_bytes,
+                      "Output back-pressure: a stream whose client stops reading is paused (its "
+                      "sequences keep their KV) once this much output waits beyond the socket "
+                      "buffers; resumed when half of it was read; 0 = off (default 256K)")
+          ->transform(CLI::Validator(size_transform(), "SIZE")),
+      "SPILLWAY_MAX_UNSENT_STREAM_BYTES");
   env(cmd->add_option("--max-connections", o->max_connections,
                       "Open HTTP connections; more get 503")
           ->check(CLI::Range(1, 1 << 20))

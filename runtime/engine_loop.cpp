@@ -39,9 +39,11 @@ struct EngineLoop::Impl {
     UpdateSink sink;
     std::chrono::steady_clock::time_point submitted;
   };
+  enum class Control { Cancel, Pause, Resume };
   struct InboxItem {
-    std::optional<Submit> submit;  // else a cancel of cancel_id
+    std::optional<Submit> submit;  // else `control` of request `cancel_id`
     RequestId cancel_id = 0;
+    Control control = Control::Cancel;
   };
 
   Impl(std::unique_ptr<ModelRunner> r, const engine::Tokenizer& tokenizer, SchedulerConfig cfg,
@@ -54,7 +56,11 @@ struct EngineLoop::Impl {
   }
 
   void run();
-  void step();
+  // One scheduler step; false when it could do nothing (an empty batch without preemptions:
+  // every running sequence is paused and nothing waiting fits), so the thread may sleep
+  // until the inbox changes something.
+  bool step();
+  void post_control(RequestId id, Control control);
   // Takes everything in `items` into the scheduler, item by item: a submit the scheduler
   // throws on gets a final error update; `items` is left empty. Never throws.
   void take(std::vector<InboxItem>& items);
@@ -112,7 +118,11 @@ void EngineLoop::Impl::take(std::vector<InboxItem>& items) {
   for (InboxItem& item : items) {
     if (!item.submit) {
       try {
-        scheduler.cancel(item.cancel_id);
+        if (item.control == Control::Cancel) {
+          scheduler.cancel(item.cancel_id);
+        } else {
+          scheduler.set_output_paused(item.cancel_id, item.control == Control::Pause);
+        }
       } catch (...) {
         // A cancel that cannot be applied leaves its request to finish normally.
       }
@@ -150,7 +160,7 @@ void EngineLoop::Impl::take(std::vector<InboxItem>& items) {
   items.clear();
 }
 
-void EngineLoop::Impl::step() {
+bool EngineLoop::Impl::step() {
   const StepBatch& batch = scheduler.schedule();
   StepStats stats;
   stats.preemptions = scheduler.step_preemptions();
@@ -174,6 +184,7 @@ void EngineLoop::Impl::step() {
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (observer && (!batch.empty() || stats.preemptions > 0)) observer->on_step(stats);
+  return !batch.empty() || stats.preemptions > 0;
 }
 
 void EngineLoop::Impl::run() {
@@ -181,6 +192,7 @@ void EngineLoop::Impl::run() {
   bool has_work = false;
   for (;;) {
     bool stopping = false;
+    bool progressed = false;
     {
       std::unique_lock lock(mu);
       // Idle: wake at least every second so the runner can react to memory pressure.
@@ -198,7 +210,7 @@ void EngineLoop::Impl::run() {
         publish(submits);
         return;
       }
-      if (scheduler.has_work()) step();
+      progressed = scheduler.has_work() && step();
       runner->between_steps();
     } catch (const std::exception& e) {
       // Nothing may cross the thread: whatever was in flight ends with an error.
@@ -208,7 +220,8 @@ void EngineLoop::Impl::run() {
         return;
       }
     }
-    has_work = scheduler.has_work();
+    // Paused output: nothing to run until a resume, cancel or submit arrives in the inbox.
+    has_work = scheduler.has_work() && (progressed || scheduler.step_paused() == 0);
     publish(submits);
   }
 }
@@ -280,15 +293,22 @@ std::variant<RequestId, SubmitRejection> EngineLoop::submit(GenerationParams par
   return id;
 }
 
-void EngineLoop::cancel(RequestId id) {
+void EngineLoop::Impl::post_control(RequestId id, Control control) {
   {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->stop_requested) return;  // stop() cancels everything anyway
-    Impl::InboxItem item;
+    std::lock_guard lock(mu);
+    if (stop_requested) return;  // stop() cancels everything anyway
+    InboxItem item;
     item.cancel_id = id;
-    impl_->inbox.push_back(std::move(item));
+    item.control = control;
+    inbox.push_back(std::move(item));
   }
-  impl_->wake.notify_one();
+  wake.notify_one();
+}
+
+void EngineLoop::cancel(RequestId id) { impl_->post_control(id, Impl::Control::Cancel); }
+
+void EngineLoop::set_output_paused(RequestId id, bool paused) {
+  impl_->post_control(id, paused ? Impl::Control::Pause : Impl::Control::Resume);
 }
 
 EngineSnapshot EngineLoop::snapshot() const {

@@ -2,7 +2,7 @@
 // generation requests into streams of updates. This is the whole surface server/ sees.
 //
 // Thread contract:
-// - submit(), cancel(), snapshot() may be called from any thread (Asio threads).
+// - submit(), cancel(), set_output_paused(), snapshot() may be called from any thread (Asio threads).
 // - UpdateSink callbacks and MetricsObserver calls run on the engine thread. They must
 //   return quickly, must not block on the engine, must not call submit()/cancel()
 //   re-entrantly (posting work elsewhere is the expected use), and must not throw.
@@ -79,6 +79,10 @@ class EngineLoop {
   // The request finishes with FinishReason::Cancelled at the next step boundary and its
   // KV blocks are released (kept in the prefix cache where full). Unknown ids are ignored.
   void cancel(RequestId id);
+  // Output back-pressure: while paused, the request's sequences are not scheduled (they
+  // keep their KV); resuming wakes the engine thread. Applied at the next step boundary, in
+  // order with cancels. Unknown or finished ids are ignored.
+  void set_output_paused(RequestId id, bool paused);
 
   EngineSnapshot snapshot() const;
   const SchedulerConfig& config() const;

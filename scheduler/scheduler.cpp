@@ -176,6 +176,7 @@ const StepBatch& Scheduler::schedule() {
   assert(scheduled_.empty());
   budget_ = config_.max_batch_tokens;
   step_preemptions_ = 0;
+  step_paused_ = 0;
   restores_.swap(fork_restores_);  // forks of the last update() resume from snapshots
   fork_restores_.clear();
 
@@ -184,6 +185,10 @@ const StepBatch& Scheduler::schedule() {
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence& seq = *running_[i];
       if (seq.scheduled > 0) continue;
+      if (seq.request->output_paused) {
+        step_paused_ += pass == 0;  // counted once per step
+        continue;
+      }
       if (seq.canvas) {
         // The whole canvas or nothing, with the prefills (its blocks are held while running).
         const engine::diffusion::Canvas::Range range = seq.canvas->forward_range();
@@ -201,8 +206,17 @@ const StepBatch& Scheduler::schedule() {
 
   // 3. Admission.
   if (step_preemptions_ == 0) {
-    while (!waiting_.empty() && budget_ > 0) {
-      if (!try_admit(*waiting_.front())) break;
+    for (size_t i = 0; i < waiting_.size() && budget_ > 0;) {
+      Sequence& seq = *waiting_[i];
+      if (seq.request->output_paused) {
+        // Not admitted while its client does not read (it would only hold blocks, and a
+        // paused sequence preempted for KV would be recomputed again and again); it keeps
+        // its place in the queue without blocking the others.
+        ++step_paused_;
+        ++i;
+        continue;
+      }
+      if (!try_admit(seq)) break;  // removes seq from waiting_
     }
   }
 
@@ -278,7 +292,7 @@ bool Scheduler::try_admit(Sequence& seq) {
     prefix_discarded_tokens_total_ += discarded;
     if (observer_ && discarded > 0) observer_->on_prefix_discarded(discarded);
   }
-  waiting_.pop_front();
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &seq));
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
   schedule_tokens(seq, n);
@@ -308,7 +322,7 @@ bool Scheduler::try_admit_canvas(Sequence& seq) {
   (void)allocated;
   seq.computed = 0;
   seq.state = Sequence::State::Running;
-  waiting_.pop_front();
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &seq));
   running_.push_back(&seq);
   reserved_slots_ += seq.slots();
   schedule_tokens(seq, n);
@@ -712,6 +726,11 @@ void Scheduler::cancel(RequestId id) {
   for (const auto& seq : r.sequences) finish_sequence(*seq);
   for (ChoiceOutput& c : r.choices) c.finish(FinishReason::Cancelled);
   deliver(r);
+}
+
+void Scheduler::set_output_paused(RequestId id, bool paused) {
+  auto it = requests_.find(id);
+  if (it != requests_.end()) it->second->output_paused = paused;
 }
 
 void Scheduler::cancel_all() {

@@ -7,8 +7,10 @@
 // 2. chunks of the other running sequences (prefills, forked prompt tails, ...), each as
 //    much as the remaining budget allows, in admission order — so chunked prefill
 //    interleaves with decoding and a long prompt never stalls running decodes;
+// (Running sequences whose request's output is paused — set_output_paused, back-pressure
+// from a client that stopped reading — are skipped in 1 and 2; they keep their blocks.)
 // 3. if nothing was preempted in this step: admission of waiting sequences, first come
-//    first served (a head that does not fit blocks the queue), while the budget, KV blocks
+//    first served (a head that does not fit blocks the queue; a paused one is passed over), while the budget, KV blocks
 //    and max_running allow; each is matched against the prefix cache first.
 // When a running sequence needs KV blocks and none are left (after evicting unreferenced
 // cached blocks), the latest-admitted running sequence is preempted by recompute: its
@@ -92,6 +94,13 @@ class Scheduler {
   // Not during a step (between schedule() and update()).
   void cancel(RequestId id);
   void cancel_all();
+  // Output back-pressure: while paused, the request's running sequences are skipped by
+  // schedule() (paused, not preempted: their KV blocks, state slots and running slots stay)
+  // and its waiting ones are not admitted (they keep their place in the queue without
+  // blocking the others); resuming makes them schedulable again at the next schedule().
+  // Unknown ids are ignored. Not during a step. A step whose only candidates are paused is
+  // empty (step_paused() tells).
+  void set_output_paused(RequestId id, bool paused);
 
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 
@@ -110,6 +119,9 @@ class Scheduler {
   // About the step schedule() built last.
   int32_t step_sequences() const { return static_cast<int32_t>(scheduled_.size()); }
   int32_t step_preemptions() const { return step_preemptions_; }
+  // Sequences (running, or waiting at admission) the last schedule() skipped because their
+  // output was paused.
+  int32_t step_paused() const { return step_paused_; }
 
   int32_t max_context() const { return max_context_; }
   const SchedulerConfig& config() const { return config_; }
@@ -187,6 +199,7 @@ class Scheduler {
   std::vector<Request*> touched_;
   int32_t budget_ = 0;
   int32_t step_preemptions_ = 0;
+  int32_t step_paused_ = 0;
 
   int64_t preemptions_total_ = 0;
   int64_t prefix_queried_tokens_total_ = 0;

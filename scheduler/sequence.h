@@ -81,6 +81,9 @@ struct Request {
   int32_t cached_prompt_tokens = 0;
   std::optional<std::string> error;
   bool touched = false;               // has something to deliver after this step
+  // Output back-pressure (Scheduler::set_output_paused): its client is not reading, so its
+  // running sequences are not scheduled; they keep their KV blocks and state slots.
+  bool output_paused = false;
 
   bool all_finished() const {
     for (const ChoiceOutput& c : choices) {

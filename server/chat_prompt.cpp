@@ -1,5 +1,7 @@
 #include "server/chat_prompt.h"
 
+#include <algorithm>
+
 #include "server/observability/logging.h"
 
 namespace spillway::server {
@@ -120,15 +122,14 @@ Result<std::string> ChatPrompt::render(const json& messages, const json& tools,
   // (templates such as DeepSeek's test `content is none`). Templates that concatenate the
   // content unconditionally (plain chatml, the built-in fallbacks) fail on it: retry those
   // with "" in its place.
-  json patched = messages;
-  bool changed = false;
+  const auto null_content = [](const json& m) {
+    return m.is_object() && m.contains("content") && m["content"].is_null();
+  };
+  if (std::none_of(messages.begin(), messages.end(), null_content)) return out;
+  json patched = messages;  // copied only when there is something to patch
   for (json& m : patched) {
-    if (m.is_object() && m.contains("content") && m["content"].is_null()) {
-      m["content"] = "";
-      changed = true;
-    }
+    if (null_content(m)) m["content"] = "";
   }
-  if (!changed) return out;
   Result<std::string> retry = template_.render(
       inputs_for(patched, tools, add_generation_prompt, kwargs, bos_text_, eos_text_));
   return retry.ok() ? std::move(retry) : std::move(out);

@@ -110,6 +110,14 @@ void GenerationJob::start(ServerContext& ctx, std::shared_ptr<HttpExchange> exch
   });
   if (job->spec_.stream) {
     exchange->start_stream(ctx.sse_keepalive(), api::sse_comment("keepalive"));
+    // Back-pressure: a client that stops reading pauses its sequences (they keep their KV)
+    // instead of having its output decoded and buffered until the write timeout.
+    if (ctx.options.max_unsent_stream_bytes > 0) {
+      exchange->on_backpressure(ctx.options.max_unsent_stream_bytes,
+                                [weak = std::weak_ptr<GenerationJob>(job)](bool paused) {
+                                  if (auto j = weak.lock()) j->on_backpressure(paused);
+                                });
+    }
     if (job->spec_.kind == JobKind::Chat) {
       for (const Choice& c : job->choices_) {
         api::ChatDelta first;
@@ -137,6 +145,7 @@ void GenerationJob::fail(const api::ApiError& error) noexcept {
   if (done_) return;
   done_ = true;
   --ctx_.in_flight;
+  end_pause();
   try {
     for (const Sub& s : subs_) {
       if (!s.finished) ctx_.service.cancel(s.id);
@@ -155,9 +164,25 @@ void GenerationJob::fail(const api::ApiError& error) noexcept {
 void GenerationJob::on_client_gone() {
   if (done_) return;
   client_gone_ = true;
+  end_pause();  // cancelled: the engine frees its sequences
   for (const Sub& s : subs_) {
     if (!s.finished) ctx_.service.cancel(s.id);
   }
+}
+
+void GenerationJob::on_backpressure(bool paused) {
+  if (done_ || client_gone_ || paused == output_paused_) return;
+  output_paused_ = paused;
+  for (const Sub& s : subs_) {
+    if (!s.finished) ctx_.service.set_output_paused(s.id, paused);
+  }
+  ctx_.metrics.output_paused(paused);
+}
+
+void GenerationJob::end_pause() {
+  if (!output_paused_) return;
+  output_paused_ = false;
+  ctx_.metrics.output_paused(false);
 }
 
 std::vector<api::TokenLogprobs> GenerationJob::logprob_pieces(
@@ -310,6 +335,7 @@ api::Usage GenerationJob::usage() const {
 void GenerationJob::finish() {
   done_ = true;
   --ctx_.in_flight;
+  end_pause();
   // A failed or cancelled choice fails the whole response.
   std::optional<api::ApiError> failure;
   for (const Sub& s : subs_) {

@@ -74,6 +74,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void on_update(size_t sub, scheduler::RequestUpdate&& update);
   void fail(const api::ApiError& error) noexcept;
   void on_client_gone();
+  // The client stopped reading (paused) or reads again: pauses or resumes the engine work.
+  void on_backpressure(bool paused);
+  void end_pause();  // the paused gauge back down when the job ends while paused
   void stream_choice(Choice& choice, const scheduler::ChoiceUpdate& update);
   void finish();
   void finish_stream(const std::optional<api::ApiError>& failure);
@@ -90,6 +93,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<Choice> choices_;
   bool done_ = false;
   bool client_gone_ = false;
+  bool output_paused_ = false;  // the engine was told to pause this job's requests
   std::optional<std::chrono::steady_clock::time_point> first_token_at_;
   std::optional<double> queue_seconds_;
 };

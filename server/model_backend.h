@@ -31,6 +31,9 @@ class ModelBackend {
   virtual std::variant<scheduler::RequestId, scheduler::SubmitRejection> submit(
       scheduler::GenerationParams params, scheduler::UpdateSink sink) = 0;
   virtual void cancel(scheduler::RequestId id) = 0;
+  // Output back-pressure (runtime::EngineLoop::set_output_paused): a paused request is not
+  // scheduled until resumed; it keeps its KV.
+  virtual void set_output_paused(scheduler::RequestId /*id*/, bool /*paused*/) {}
 
   virtual const engine::Tokenizer& tokenizer() const = 0;
   virtual const ChatPrompt& chat_prompt() const = 0;

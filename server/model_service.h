@@ -50,6 +50,7 @@ class ModelService final : public ModelBackend {
     return engine_->submit(std::move(params), std::move(sink));
   }
   void cancel(scheduler::RequestId id) override { engine_->cancel(id); }
+  void set_output_paused(scheduler::RequestId id, bool paused) override { engine_->set_output_paused(id, paused); }
   const engine::Tokenizer& tokenizer() const override { return *tokenizer_; }
   const ChatPrompt& chat_prompt() const override { return *chat_prompt_; }
   int32_t max_context() const override { return max_context_; }

@@ -36,6 +36,10 @@ struct ServeOptions {
   int max_connections = 1024;
   int http_threads = 2;
   double sse_keepalive_seconds = 15.0;
+  // Output back-pressure: a stream whose unsent output (queued beyond the socket's buffers)
+  // passes this many bytes has its sequences paused until the client reads it down to half;
+  // 0: off (output is buffered until the write timeout).
+  uint64_t max_unsent_stream_bytes = 256 * 1024;
   engine::ResidencyOptions residency;  // --memory-budget and friends (README, "Models bigger than memory")
   // Writes the demo model at a path (with progress) when `model` is empty; supplied by cli/
   // (tools/ builds it; server/ does not depend on tools/). Called on the loader thread.

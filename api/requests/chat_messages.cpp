@@ -112,6 +112,13 @@ ApiResult<json> read_chat_messages(const json& messages, std::string_view param_
     e.code = "empty_array";
     return e;
   }
+  if (messages.size() > kMaxChatMessages) {
+    ApiError e = invalid_value(param, fmt::format("Invalid '{}': array too long. Expected an array with maximum "
+                                                  "length {}, but got an array with length {} instead.",
+                                                  param, kMaxChatMessages, messages.size()));
+    e.code = "array_above_max_length";
+    return e;
+  }
   json out = json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string mparam = indexed(param, i);

@@ -17,6 +17,12 @@
 
 namespace spillway::api {
 
+// Messages in one request. Each is copied into the template form and into the Jinja
+// interpreter's values (hundreds of bytes each, even when empty), so the count is bounded
+// to keep a request's memory a small multiple of its body; more is a 400
+// (array_above_max_length) naming the limit.
+inline constexpr size_t kMaxChatMessages = 10000;
+
 // `param` is the name of the messages field ("messages").
 ApiResult<nlohmann::ordered_json> read_chat_messages(const nlohmann::ordered_json& messages,
                                                      std::string_view param);

@@ -71,6 +71,7 @@ ApiResult<json> parse_json_body(std::string_view body) {
   JsonParseError error;
   std::optional<json> parsed = parse_json_linear(body, &error);
   if (!parsed) {
+    if (error.limit) return invalid_json(fmt::format("it has {}", error.message));
     return invalid_json(body.empty() ? "the body is empty" : fmt::format("it is not valid JSON: {}", error.message));
   }
   if (!parsed->is_object()) {

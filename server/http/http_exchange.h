@@ -1,7 +1,7 @@
 // One HTTP request and its response, as handlers see them (no Beast types).
 //
 // Thread contract: the handler is called on the connection's strand. respond(),
-// start_stream(), write(), finish_stream() and on_client_gone() must be called on that
+// start_stream(), write(), finish_stream(), on_client_gone() and on_backpressure() must be called on that
 // strand: use post() from other threads (the engine thread). After the client is gone,
 // writes are dropped silently. An exchange ends with exactly one respond() or one
 // start_stream() ... finish_stream(); the connection then reads its next request.
@@ -53,6 +53,11 @@ class HttpExchange {
   // fn runs once, on the strand, if the client disconnects (EOF, reset, write failure or
   // write timeout) before the exchange ended.
   virtual void on_client_gone(std::function<void()> fn) = 0;
+  // Output back-pressure for a stream: fn(true) runs on the strand when the bytes written
+  // and not yet taken by the socket pass `limit_bytes` (the client stopped reading; the
+  // kernel's socket buffers are already full), fn(false) when they fall back to at most
+  // limit_bytes / 2 (it reads again). Never after the exchange ended or the client left.
+  virtual void on_backpressure(size_t limit_bytes, std::function<void(bool paused)> fn) = 0;
   virtual bool client_gone() const = 0;
 };
 

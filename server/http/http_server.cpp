@@ -65,12 +65,28 @@ class Exchange final : public HttpExchange {
   void write(std::string data) override;
   void finish_stream() override;
   void on_client_gone(std::function<void()> fn) override { gone_callback_ = std::move(fn); }
+  void on_backpressure(size_t limit_bytes, std::function<void(bool)> fn) override {
+    backpressure_limit_ = limit_bytes;
+    backpressure_callback_ = std::move(fn);
+  }
   bool client_gone() const override { return gone_; }
 
   void notify_gone() {
     if (gone_) return;
     gone_ = true;
+    backpressure_callback_ = nullptr;
     if (auto fn = std::move(gone_callback_)) fn();
+  }
+  // The bytes queued and not yet written changed to `unsent`.
+  void notify_unsent(size_t unsent) {
+    if (!backpressure_callback_ || ended_ || gone_) return;
+    if (!paused_ && unsent > backpressure_limit_) {
+      paused_ = true;
+      backpressure_callback_(true);
+    } else if (paused_ && unsent <= backpressure_limit_ / 2) {
+      paused_ = false;
+      backpressure_callback_(false);
+    }
   }
   bool ended() const { return ended_; }
 
@@ -80,6 +96,9 @@ class Exchange final : public HttpExchange {
   HttpRequest request_;
   uint64_t serial_;
   std::function<void()> gone_callback_;
+  std::function<void(bool)> backpressure_callback_;
+  size_t backpressure_limit_ = 0;
+  bool paused_ = false;     // backpressure_callback_(true) was the last call
   bool gone_ = false;
   bool ended_ = false;      // respond() or finish_stream() called
   bool streaming_ = false;
@@ -147,6 +166,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ex.ended_ || !ex.streaming_) return;
     ex.ended_ = true;
     ex.gone_callback_ = nullptr;
+    ex.backpressure_callback_ = nullptr;
     heartbeat_timer_.cancel();
     if (closed_) return;
     if (chunked_) enqueue_raw("0\r\n\r\n");
@@ -330,8 +350,15 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void enqueue_raw(std::string data) {
+    unsent_bytes_ += data.size();
     queue_.push_back(std::move(data));
     if (!writing_) write_next();
+    notify_unsent();
+  }
+
+  // Tells the current exchange how much output waits for the client (back-pressure).
+  void notify_unsent() {
+    if (auto ex = exchange_.lock()) ex->notify_unsent(unsent_bytes_);
   }
 
   void write_next() {
@@ -347,8 +374,10 @@ class Session : public std::enable_shared_from_this<Session> {
                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
                        if (ec) return self->client_gone();
                        self->last_write_ = Clock::now();
+                       self->unsent_bytes_ -= self->queue_.front().size();
                        self->queue_.pop_front();
                        self->write_next();
+                       self->notify_unsent();
                      });
   }
 
@@ -415,6 +444,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t lingered_bytes_ = 0;
   // Streaming state.
   std::deque<std::string> queue_;
+  size_t unsent_bytes_ = 0;  // in queue_ (the front one possibly partly written)
   bool writing_ = false;
   bool finishing_ = false;
   bool chunked_ = true;

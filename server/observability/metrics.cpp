@@ -288,6 +288,14 @@ struct ServerMetrics::Impl {
       .Help("Time to compute one token mask of a constrained sequence")
       .Register(*registry).Add({}, Histogram::BucketBoundaries(std::begin(engine::ConstraintCounters::kMaskBucketBounds),
                                                                std::end(engine::ConstraintCounters::kMaskBucketBounds)));
+  Counter& output_pauses = prometheus::BuildCounter()
+      .Name("spillway_output_pauses_total")
+      .Help("Streams paused because their client stopped reading (output back-pressure)")
+      .Register(*registry).Add({});
+  Gauge& output_paused = prometheus::BuildGauge()
+      .Name("spillway_output_paused_requests")
+      .Help("Streaming requests paused now because their client is not reading")
+      .Register(*registry).Add({});
   Counter& constrained_requests = prometheus::BuildCounter()
       .Name("spillway_grammar_constrained_requests_total")
       .Help("Requests with structured output (response_format, guided/structured_outputs, forced tool calls)")
@@ -379,6 +387,15 @@ void ServerMetrics::count_finished(std::string_view reason) {
 }
 
 void ServerMetrics::count_constrained_request() { impl_->constrained_requests.Increment(); }
+
+void ServerMetrics::output_paused(bool paused) {
+  if (paused) {
+    impl_->output_pauses.Increment();
+    impl_->output_paused.Increment();
+  } else {
+    impl_->output_paused.Decrement();
+  }
+}
 
 void ServerMetrics::add_prompt_tokens(int64_t n) { impl_->prompt_tokens.Increment(static_cast<double>(n)); }
 void ServerMetrics::add_generation_tokens(int64_t n) {

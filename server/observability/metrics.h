@@ -50,6 +50,9 @@ class ServerMetrics final : public scheduler::MetricsObserver {
   void count_finished(std::string_view finish_reason);  // stop, length, tool_calls, cancelled, error
   // A request with structured output (grammar metrics: README, "Structured output").
   void count_constrained_request();
+  // A stream's output was paused (its client stopped reading) or is no longer (resumed or
+  // ended); calls pair up.
+  void output_paused(bool paused);
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);
   // A diffusion request's progress since its previous update (usage.diffusion deltas).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/json_parse.h"
+#include "api/requests/chat_messages.h"
 #include "api/requests/chat_request.h"
 
 namespace spillway::api {
@@ -78,6 +79,61 @@ TEST(JsonParseLinear, MillionKeyObjectParses) {
   ASSERT_EQ(bias.size(), size_t(kKeys));
   EXPECT_EQ(bias.begin().key(), "0");
   EXPECT_EQ(bias.find("999999")->get<int>(), 1);
+}
+
+// An array of `n` zeros: n + 1 values.
+std::string zeros(size_t n) {
+  std::string text = "[";
+  for (size_t i = 0; i < n; ++i) text += i ? ",0" : "0";
+  return text + "]";
+}
+
+TEST(JsonParseLinear, ValueCountIsBounded) {
+  EXPECT_TRUE(parse_json_linear(zeros(99), nullptr, 100).has_value());
+  JsonParseError error;
+  EXPECT_FALSE(parse_json_linear(zeros(100), &error, 100).has_value());
+  EXPECT_TRUE(error.limit);
+  EXPECT_NE(error.message.find("more than 100 JSON values"), std::string::npos) << error.message;
+  EXPECT_FALSE(parse_json_linear(R"({"a": [{}, {}], "b": {}})", nullptr, 4).has_value());  // 5 values
+  EXPECT_TRUE(parse_json_linear(R"({"a": [{}, {}], "b": {}})", nullptr, 5).has_value());
+  // Syntax errors are not limits.
+  JsonParseError syntax;
+  EXPECT_FALSE(parse_json_linear("[1,]", &syntax, 100).has_value());
+  EXPECT_FALSE(syntax.limit);
+}
+
+// The default bound on a request body: 2-byte values ("0,") would cost 8x their text and
+// more as a DOM; past kMaxJsonValues the body is a 400 that names the limit.
+TEST(JsonParseLinear, RequestBodiesHaveAtMostKMaxJsonValues) {
+  const std::string at_limit = R"({"p": )" + zeros(kMaxJsonValues - 2) + "}";  // object + array + zeros
+  EXPECT_TRUE(parse_json_body(at_limit));
+  const std::string over = R"({"p": )" + zeros(kMaxJsonValues - 1) + "}";
+  ApiResult<json> body = parse_json_body(over);
+  ASSERT_FALSE(body);
+  EXPECT_EQ(body.error().status, 400);
+  EXPECT_NE(body.error().message.find(std::to_string(kMaxJsonValues) + " JSON values"), std::string::npos)
+      << body.error().message;
+  EXPECT_EQ(body.error().message.find("not valid JSON"), std::string::npos) << body.error().message;
+}
+
+std::string chat_with_messages(size_t n) {
+  std::string text = R"({"model": "m", "messages": [)";
+  for (size_t i = 0; i < n; ++i) text += i ? R"(,{"role":"user","content":""})" : R"({"role":"user","content":""})";
+  return text + "]}";
+}
+
+// Each message is copied into the template form and the Jinja values: their count is bounded.
+TEST(ChatMessagesLimit, AtMostKMaxChatMessages) {
+  ApiResult<ChatRequest> ok = parse_chat_request(chat_with_messages(kMaxChatMessages));
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->messages.size(), kMaxChatMessages);
+  ApiResult<ChatRequest> over = parse_chat_request(chat_with_messages(kMaxChatMessages + 1));
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().status, 400);
+  EXPECT_EQ(over.error().param, "messages");
+  EXPECT_EQ(over.error().code, "array_above_max_length");
+  EXPECT_NE(over.error().message.find("maximum length " + std::to_string(kMaxChatMessages)), std::string::npos)
+      << over.error().message;
 }
 
 }  // namespace

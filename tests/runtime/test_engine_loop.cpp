@@ -284,6 +284,60 @@ TEST(EngineLoop, CancelFinishesARunningRequest) {
   EXPECT_EQ(loop.snapshot().kv_blocks_used, 0);
 }
 
+// Output back-pressure: a paused request is not stepped, the engine thread sleeps instead
+// of spinning on empty steps, and a resume wakes it to finish the request.
+TEST(EngineLoop, PausedOutputIdlesTheEngineUntilResumed) {
+  FakeTokenizer tokenizer;
+  Collector collector;
+  SchedulerConfig cfg = small_config();
+  auto runner = std::make_unique<FakeRunner>(cfg.block_size, cfg.n_kv_blocks);
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool parked = false, release = false;
+  std::atomic<int> executed{0}, iterations{0};
+  runner->before_execute = [&] {
+    if (++executed != 3) return;
+    std::unique_lock lock(gate_mu);
+    parked = true;
+    gate_cv.notify_all();
+    gate_cv.wait(lock, [&] { return release; });
+  };
+  runner->on_between_steps = [&] { ++iterations; };
+  EngineLoop loop(std::move(runner), tokenizer, cfg);
+  loop.start();
+  const GenerationParams params = greedy(random_prompt(5, 4), -1);
+  const RequestId id = accepted(loop.submit(params, collector.sink()));
+  {
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait(lock, [&] { return parked; });
+  }
+  loop.set_output_paused(id, true);
+  loop.set_output_paused(id + 100, true);  // unknown: ignored
+  {
+    std::lock_guard lock(gate_mu);
+    release = true;
+  }
+  gate_cv.notify_all();
+  std::this_thread::sleep_for(100ms);
+  const int iterations_paused = iterations.load();
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(executed.load(), 3);  // no step after the pause was taken
+  EXPECT_LE(iterations.load() - iterations_paused, 2) << "the engine thread spins while paused";
+  EXPECT_EQ(collector.finished(), 0);
+  EXPECT_EQ(collector.get(id).choices.at(0).tokens.size(), 3u);
+  EXPECT_EQ(loop.snapshot().running, 1);
+  EXPECT_GT(loop.snapshot().kv_blocks_used, 0);  // paused, not preempted
+
+  loop.set_output_paused(id, false);
+  ASSERT_TRUE(collector.wait_finished(1));
+  const RequestResult r = collector.get(id);
+  const Reference ref = reference_generate(params, 0, cfg.max_context, hashed_letter);
+  EXPECT_EQ(r.choices.at(0).tokens, ref.tokens);
+  EXPECT_EQ(r.choices.at(0).finish, ref.finish);
+  loop.stop();
+  EXPECT_EQ(loop.snapshot().kv_blocks_used, 0);
+}
+
 TEST(EngineLoop, RunnerFailureFinishesWithErrorAndTheLoopGoesOn) {
   FakeTokenizer tokenizer;
   Collector collector;

@@ -257,6 +257,10 @@ class FakeRunner final : public ModelRunner {
   std::vector<float> canvas_logits_;  // this step's logit rows [rows, kVocab]
 
   std::function<void()> before_execute;  // test hook, called on the engine thread
+  void between_steps() override {
+    if (on_between_steps) on_between_steps();
+  }
+  std::function<void()> on_between_steps;  // test hook: every engine-loop iteration
   std::vector<SeenStep> steps;
   int64_t total_tokens = 0;
   int64_t corrupt_reads = 0;

@@ -1,0 +1,58 @@
+"""Per-request memory is bounded by the body size (issue #20): a 15 MB body of empty chat
+messages cost ~740 MB of peak RSS (a JSON DOM per message, its template-form copy, the
+template inputs' copy and the Jinja values). Bodies are now limited to 2^20 JSON values and
+chat requests to 10,000 messages, both a 400 naming the limit; the peak RSS growth of the
+server over such a request (VmHWM from /proc) must stay within 10x the body."""
+import json
+import time
+import unittest
+
+from spillway_e2e import ServerTestCase, chat_body, main
+
+
+def vm_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
+def empty_messages_body(total_bytes):
+    one = '{"role":"user","content":""},'
+    n = total_bytes // len(one)
+    return ('{"model":"stories260K","max_tokens":1,"messages":[' + one * (n - 1) + one[:-1] + ']}').encode()
+
+
+class RequestMemory(ServerTestCase):
+    def post(self, body):
+        return self.server.request("POST", "/v1/chat/completions", raw_body=body,
+                                   headers={"Content-Type": "application/json"})
+
+    def test_fifteen_megabytes_of_empty_messages_stay_within_a_small_multiple_of_the_body(self):
+        body = empty_messages_body(15 << 20)
+        pid = self.server.proc.pid
+        before = vm_kib(pid, "VmHWM")
+        status, _, payload = self.post(body)
+        peak = vm_kib(pid, "VmHWM")
+        self.assertEqual(status, 400, payload[:300])
+        error = json.loads(payload)["error"]
+        self.assertIn("1048576 JSON values", error["message"])
+        growth = (peak - before) * 1024
+        self.assertLess(growth, 10 * len(body),
+                        "peak RSS grew by %.0f MB for a %.0f MB body" % (growth / 2**20, len(body) / 2**20))
+        # Still serving.
+        status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("Hi", max_tokens=2))
+        self.assertEqual(status, 200, reply)
+
+    def test_too_many_messages_is_a_400_naming_the_limit(self):
+        one = {"role": "user", "content": ""}
+        status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("x", messages=[one] * 10001))
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(reply["error"]["code"], "array_above_max_length")
+        self.assertEqual(reply["error"]["param"], "messages")
+        self.assertIn("maximum length 10000", reply["error"]["message"])
+
+
+if __name__ == "__main__":
+    main()
