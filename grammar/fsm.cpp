@@ -51,6 +51,7 @@ class Compiler {
     SPILLWAY_TRY(check_left_recursion());
     mark_string_loops();
     compute_live_chars();
+    compute_slice_classes();
     return std::shared_ptr<const CompiledGrammar>(std::move(out));
   }
 
@@ -418,6 +419,76 @@ class Compiler {
     }
     for (uint32_t s = 0; s < n; ++s)
       out_->states_[s].live_chars = dist[s] == UINT32_MAX ? kLiveUnbounded : static_cast<uint8_t>(std::min<uint32_t>(dist[s], 254));
+  }
+
+  // slice_class: for each byte class of the IR with >= kMinSliceClassBytes bytes, the
+  // byte-level analogue of live_chars: dist(s) = shortest path, over edges on the class's
+  // bytes, to a dead end (a state where some byte of the class has no transition or leads
+  // to a state without byte transitions: conservative, since calls and pops are not
+  // followed). States with dist >= kClassSliceBytes get the largest such class.
+  void compute_slice_classes() {
+    const uint32_t n = static_cast<uint32_t>(out_->states_.size());
+    for (State& st : out_->states_) st.slice_class = kNoSliceClass;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < bytesets_.size(); ++i)
+      if (bytesets_[i].count() >= kMinSliceClassBytes) order.push_back(i);
+    if (order.empty()) return;
+    // Largest classes first: a state keeps the first class that qualifies.
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytesets_[a].count() > bytesets_[b].count(); });
+    // good[s]: the bytes that lead from s to a state with byte transitions.
+    std::vector<ByteSet> good(n);
+    for (uint32_t s = 0; s < n; ++s) {
+      const State& st = out_->states_[s];
+      for (const ByteRange* r = out_->ranges_begin(st); r != out_->ranges_end(st); ++r) {
+        const State& t = out_->states_[r->target];
+        if (t.range_end == t.range_begin) continue;
+        for (int b = r->lo; b <= r->hi; ++b) good[s].set(static_cast<size_t>(b));
+      }
+    }
+    std::vector<uint32_t> live, index(n), dist;
+    std::vector<std::pair<uint32_t, uint32_t>> edges;  // (target, source) among live states
+    for (size_t ci : order) {
+      const ByteSet& cls = bytesets_[ci];
+      live.clear();
+      for (uint32_t s = 0; s < n; ++s)
+        if ((cls & ~good[s]).none()) { index[s] = static_cast<uint32_t>(live.size()); live.push_back(s); }
+      if (live.empty()) continue;
+      // dist over the live states; a successor that is not live is a dead end (dist 0).
+      dist.assign(live.size(), UINT32_MAX);
+      edges.clear();
+      std::vector<uint32_t> queue;
+      for (uint32_t i = 0; i < live.size(); ++i) {
+        uint32_t prev = UINT32_MAX;
+        bool near_dead = false;
+        for (uint8_t b : byteset_bytes_[ci]) {
+          const uint32_t t = out_->next(live[i], b);
+          if (t == prev) continue;
+          prev = t;
+          if ((cls & ~good[t]).none()) edges.emplace_back(index[t], i);
+          else near_dead = true;
+        }
+        if (near_dead) { dist[i] = 1; queue.push_back(i); }
+      }
+      std::sort(edges.begin(), edges.end());
+      for (size_t q = 0; q < queue.size(); ++q) {
+        const uint32_t t = queue[q];
+        if (dist[t] >= kClassSliceBytes) continue;
+        auto it = std::lower_bound(edges.begin(), edges.end(), std::pair<uint32_t, uint32_t>{t, 0});
+        for (; it != edges.end() && it->first == t; ++it)
+          if (dist[it->second] == UINT32_MAX) { dist[it->second] = dist[t] + 1; queue.push_back(it->second); }
+      }
+      uint16_t id = kNoSliceClass;
+      for (uint32_t i = 0; i < live.size(); ++i) {
+        State& st = out_->states_[live[i]];
+        if (st.slice_class != kNoSliceClass || dist[i] < kClassSliceBytes) continue;
+        if (id == kNoSliceClass) {
+          if (out_->slice_classes_.size() >= kNoSliceClass) return;
+          id = static_cast<uint16_t>(out_->slice_classes_.size());
+          out_->slice_classes_.push_back(cls);
+        }
+        st.slice_class = id;
+      }
+    }
   }
 
   const Grammar& g_;

@@ -24,12 +24,14 @@ namespace spillway::grammar {
 struct MatcherLimits {
   uint32_t max_stacks = 1024;           // parse stacks alive at once (ambiguity cap)
   uint64_t max_mask_steps = 4'000'000;  // byte steps in one compute_mask (work cap)
+  bool use_slices = true;  // false: always walk the full trie (reference for tests)
 };
 
 struct MaskStats {
   uint64_t steps = 0;       // byte steps (trie nodes visited with a live state)
   bool string_fast_path = false;  // every stack on a string loop
   bool slice_path = false;        // a precomputed slice mask was used
+  bool class_slice_path = false;  // ... and it was a byte-class slice (token_trie.h ClassSlice)
 };
 
 class Matcher {
@@ -78,6 +80,9 @@ class Matcher {
   std::vector<uint32_t> sets_;
   std::vector<Checkpoint> history_;
   std::vector<uint32_t> scratch_;
+  // The trie's slice for each of grammar_->slice_classes() (null: not cached), resolved
+  // once here so compute_mask takes no lock.
+  std::vector<const ClassSlice*> class_slices_;
   uint64_t steps_ = 0;
   bool overflow_ = false;
 };

@@ -59,6 +59,34 @@ ByteTrie ByteTrie::build(std::vector<std::pair<std::string, int32_t>> entries) {
   return t;
 }
 
+const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
+  const std::string key = cls.to_string();
+  std::lock_guard<std::mutex> lock(class_mu_);
+  auto it = class_slices_.find(key);
+  if (it != class_slices_.end()) return it->second.get();
+  if (class_slices_.size() >= kMaxClassSlices) return nullptr;
+  auto slice = std::make_unique<ClassSlice>();
+  const size_t n = vocab_.tokens.size();
+  slice->mask.assign((n + 63) / 64, 0);
+  std::vector<std::pair<std::string, int32_t>> outside;
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& s = vocab_.tokens[id];
+    if (s.empty() || is_eos(static_cast<int32_t>(id))) continue;
+    bool in = s.size() <= kClassSliceBytes;
+    for (size_t i = 0; in && i < s.size(); ++i) in = cls.test(static_cast<unsigned char>(s[i]));
+    if (in) {
+      slice->mask[id / 64] |= uint64_t{1} << (id % 64);
+      ++slice->count;
+    } else {
+      outside.emplace_back(s, static_cast<int32_t>(id));
+    }
+  }
+  slice->outside = ByteTrie::build(std::move(outside));
+  const ClassSlice* out = slice.get();
+  class_slices_.emplace(key, std::move(slice));
+  return out;
+}
+
 bool TokenTrie::is_eos(int32_t id) const {
   return std::find(vocab_.eos_ids.begin(), vocab_.eos_ids.end(), id) != vocab_.eos_ids.end();
 }

@@ -15,9 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "grammar/fsm.h"
 
 namespace spillway::grammar {
 
@@ -47,6 +51,16 @@ class ByteTrie {
   std::vector<int32_t> token_ids_;
 };
 
+// A byte-class slice of the vocabulary: `mask` holds the tokens of at most
+// kClassSliceBytes bytes that all lie in the class; `outside` is the trie of every other
+// token (full bytes). From a stack whose state has that class as slice_class (fsm.h)
+// every `mask` token is allowed, so a mask ORs it in and walks only `outside`.
+struct ClassSlice {
+  std::vector<uint64_t> mask;
+  ByteTrie outside;
+  size_t count = 0;  // tokens in mask
+};
+
 class TokenTrie {
  public:
   static std::shared_ptr<const TokenTrie> build(Vocabulary vocab);
@@ -68,11 +82,20 @@ class TokenTrie {
   const ByteTrie& outside_short_slice() const { return outside_short_slice_; }
   size_t string_slice_count() const { return slice_count_; }
 
+  // The slice of `cls`, built on first use (tens of ms at 150k tokens) and kept for the
+  // trie's lifetime; null once kMaxClassSlices distinct classes are cached (callers then
+  // walk the full trie). Thread-safe; the returned slice is immutable and lives as long as
+  // the trie.
+  static constexpr size_t kMaxClassSlices = 64;
+  const ClassSlice* class_slice(const ByteSet& cls) const;
+
  private:
   Vocabulary vocab_;
   ByteTrie full_, suffixes_, outside_slice_, outside_short_slice_;
   std::vector<uint64_t> slice_mask_, short_slice_mask_;
   size_t slice_count_ = 0;
+  mutable std::mutex class_mu_;
+  mutable std::map<std::string, std::unique_ptr<const ClassSlice>> class_slices_;  // key: ByteSet::to_string()
 };
 
 // Length of the longest prefix of `s` made of JSON-string-safe complete UTF-8 characters.
