@@ -34,6 +34,8 @@ struct CallEdge {
 enum StateFlags : uint8_t {
   kFinal = 1,       // the rule may end here
   kStringLoop = 2,  // every JSON-string-safe UTF-8 character leads back here (see token_trie.h)
+  kExactChars = 4,  // live_chars < 16 is exact: no sequence of live_chars + 1 safe characters
+                    // can be read from here (the tail of a maxLength string)
 };
 
 struct State {
@@ -49,6 +51,9 @@ struct State {
   // without the stack dying. kNoSliceClass: none. Covers broad non-string classes (a
   // `format: email` local part or hostname label) the JSON-string slice does not.
   uint16_t slice_class;
+  // With slice_class: kClassSliceBytes (as above), or r < kClassSliceBytes: every string of
+  // at most r class bytes can be read and none of r + 1 (no call or rule end on the way).
+  uint8_t class_live;
 };
 inline constexpr uint8_t kLiveUnbounded = 255;
 inline constexpr uint16_t kNoSliceClass = UINT16_MAX;

@@ -32,6 +32,7 @@ struct MaskStats {
   bool string_fast_path = false;  // every stack on a string loop
   bool slice_path = false;        // a precomputed slice mask was used
   bool class_slice_path = false;  // ... and it was a byte-class slice (token_trie.h ClassSlice)
+  bool exact_count_path = false;  // ... limited by an exact count (kExactChars / class_live < 16)
 };
 
 class Matcher {
@@ -72,6 +73,8 @@ class Matcher {
   // Trie walk from scratch_[begin, end); sets bits of live tokens.
   void walk(const ByteTrie& trie, uint32_t node, size_t begin, size_t end, uint64_t* mask);
   bool advance(std::string_view bytes, bool& accepting);
+  // Every stack of cur is on a kExactChars state.
+  bool all_exact(const Checkpoint& cur) const;
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;

@@ -68,6 +68,7 @@ const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
   auto slice = std::make_unique<ClassSlice>();
   const size_t n = vocab_.tokens.size();
   slice->mask.assign((n + 63) / 64, 0);
+  slice->upto.assign(kClassSliceBytes, std::vector<uint64_t>((n + 63) / 64, 0));
   std::vector<std::pair<std::string, int32_t>> outside;
   for (size_t id = 0; id < n; ++id) {
     const std::string& s = vocab_.tokens[id];
@@ -76,6 +77,7 @@ const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
     for (size_t i = 0; in && i < s.size(); ++i) in = cls.test(static_cast<unsigned char>(s[i]));
     if (in) {
       slice->mask[id / 64] |= uint64_t{1} << (id % 64);
+      for (size_t r = s.size(); r < kClassSliceBytes; ++r) slice->upto[r][id / 64] |= uint64_t{1} << (id % 64);
       ++slice->count;
     } else {
       outside.emplace_back(s, static_cast<int32_t>(id));
@@ -97,6 +99,7 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
   const size_t n = t->vocab_.tokens.size();
   t->slice_mask_.assign((n + 63) / 64, 0);
   t->short_slice_mask_.assign((n + 63) / 64, 0);
+  t->slice_upto_.assign(kShortSliceChars, std::vector<uint64_t>((n + 63) / 64, 0));
   std::vector<std::pair<std::string, int32_t>> all, suffixes, outside, outside_short;
   all.reserve(n);
   for (size_t id = 0; id < n; ++id) {
@@ -109,6 +112,7 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
       ++t->slice_count_;
       size_t chars = 0;
       for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+      for (size_t c = chars; c < kShortSliceChars; ++c) t->slice_upto_[c][id / 64] |= uint64_t{1} << (id % 64);
       if (chars <= kShortSliceChars) t->short_slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
       else outside_short.emplace_back(s, static_cast<int32_t>(id));
     } else {

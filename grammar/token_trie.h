@@ -55,8 +55,12 @@ class ByteTrie {
 // kClassSliceBytes bytes that all lie in the class; `outside` is the trie of every other
 // token (full bytes). From a stack whose state has that class as slice_class (fsm.h)
 // every `mask` token is allowed, so a mask ORs it in and walks only `outside`.
+// upto[r] (r < kClassSliceBytes) holds the mask tokens of at most r bytes: the mask of a
+// state whose class_live r is exact (no r + 1 class bytes readable) is upto[r] plus the
+// walk of `outside`.
 struct ClassSlice {
   std::vector<uint64_t> mask;
+  std::vector<std::vector<uint64_t>> upto;  // [kClassSliceBytes]
   ByteTrie outside;
   size_t count = 0;  // tokens in mask
 };
@@ -80,6 +84,9 @@ class TokenTrie {
   const std::vector<uint64_t>& short_slice_mask() const { return short_slice_mask_; }
   const ByteTrie& outside_slice() const { return outside_slice_; }
   const ByteTrie& outside_short_slice() const { return outside_short_slice_; }
+  // Slice tokens of at most c characters, c < kShortSliceChars: with outside_slice(), the
+  // mask of a state whose live_chars c is exact (kExactChars: the tail of a maxLength string).
+  const std::vector<uint64_t>& slice_upto_mask(uint8_t c) const { return slice_upto_[c]; }
   size_t string_slice_count() const { return slice_count_; }
 
   // The slice of `cls`, built on first use (tens of ms at 150k tokens) and kept for the
@@ -93,6 +100,7 @@ class TokenTrie {
   Vocabulary vocab_;
   ByteTrie full_, suffixes_, outside_slice_, outside_short_slice_;
   std::vector<uint64_t> slice_mask_, short_slice_mask_;
+  std::vector<std::vector<uint64_t>> slice_upto_;  // [kShortSliceChars]
   size_t slice_count_ = 0;
   mutable std::mutex class_mu_;
   mutable std::map<std::string, std::unique_ptr<const ClassSlice>> class_slices_;  // key: ByteSet::to_string()
