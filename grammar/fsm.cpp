@@ -463,17 +463,16 @@ class Compiler {
     return true;
   }
 
-  // kExactChars for states with live_chars in [0, 16) from which no live_chars + 1 safe
+  // kExactChars for states with live_chars in [1, 16) from which no live_chars + 1 safe
   // characters can be read: breadth-first over safe-character successors.
   static constexpr uint8_t kExactCharsBelow = 16;  // = TokenTrie::kShortSliceChars
   void mark_exact_chars() {
     std::vector<uint32_t> frontier, next, succ;
     for (uint32_t s = 0; s < out_->states_.size(); ++s) {
       State& st = out_->states_[s];
-      if (st.live_chars >= kExactCharsBelow || st.range_end == st.range_begin) continue;
-      // Cheap filter: the tail of a counted string reads 'a' (live_chars 0 states that
-      // cannot are mostly not string states; they keep the full walk).
-      if (out_->next(s, 'a') == UINT32_MAX) continue;
+      // live_chars 0: no safe character is sure to be readable; such states keep the walk
+      // (cheap where none is readable, e.g. the end of a maxLength string).
+      if (st.live_chars >= kExactCharsBelow || st.live_chars == 0) continue;
       frontier.assign(1, s);
       bool ok = true;
       for (uint32_t d = 0; d <= st.live_chars && ok && !frontier.empty(); ++d) {
@@ -513,8 +512,7 @@ class Compiler {
       const State& st = out_->states_[s];
       for (const ByteRange* r = out_->ranges_begin(st); r != out_->ranges_end(st); ++r) {
         const State& t = out_->states_[r->target];
-        if (t.range_end == t.range_begin) continue;
-        for (int b = r->lo; b <= r->hi; ++b) good[s].set(static_cast<size_t>(b));
+        if (t.range_end != t.range_begin) good[s] |= range_set(*r);
       }
     }
     std::vector<uint32_t> live, index(n), dist;
@@ -534,12 +532,11 @@ class Compiler {
       edges.clear();
       std::vector<uint32_t> queue;
       for (uint32_t i = 0; i < live.size(); ++i) {
-        uint32_t prev = UINT32_MAX;
         bool near_dead = false;
-        for (uint8_t b : byteset_bytes_[ci]) {
-          const uint32_t t = out_->next(live[i], b);
-          if (t == prev) continue;
-          prev = t;
+        const State& st = out_->states_[live[i]];
+        for (const ByteRange* r = out_->ranges_begin(st); r != out_->ranges_end(st); ++r) {
+          if ((cls & range_set(*r)).none()) continue;
+          const uint32_t t = r->target;
           if ((cls & ~good[t]).none()) edges.emplace_back(index[t], i);
           else near_dead = true;
         }
@@ -572,6 +569,14 @@ class Compiler {
     }
   }
 
+  static ByteSet range_set(const ByteRange& r) {
+    ByteSet m;
+    m.set();
+    m >>= 255 - (r.hi - r.lo);
+    m <<= r.lo;
+    return m;
+  }
+
   // The grammar's id of IR byteset ci as a slice class (registered on first use).
   uint16_t class_id(size_t ci) {
     auto [it, inserted] = slice_class_ids_.try_emplace(ci, static_cast<uint16_t>(out_->slice_classes_.size()));
@@ -586,9 +591,10 @@ class Compiler {
     for (uint32_t d = 0; d <= r; ++d) {
       next.clear();
       for (uint32_t q : frontier) {
-        for (uint8_t b : byteset_bytes_[ci]) {
-          const uint32_t t = out_->next(q, b);
-          if (t == UINT32_MAX) continue;
+        const State& qs = out_->states_[q];
+        for (const ByteRange* r = out_->ranges_begin(qs); r != out_->ranges_end(qs); ++r) {
+          if ((bytesets_[ci] & range_set(*r)).none()) continue;
+          const uint32_t t = r->target;
           const State& ts = out_->states_[t];
           if (ts.call_end != ts.call_begin || (ts.flags & kFinal)) return false;
           if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
