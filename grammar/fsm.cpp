@@ -552,7 +552,10 @@ class Compiler {
       }
       for (uint32_t i = 0; i < live.size(); ++i) {
         const uint32_t st = live[i];
-        if (assigned[st]) continue;
+        // States the JSON-string slices already cover need no class (and its slice is not
+        // built).
+        const State& sst = out_->states_[st];
+        if (assigned[st] || sst.live_chars >= kExactCharsBelow || (sst.flags & (kStringLoop | kExactChars))) continue;
         if (dist[i] >= kClassSliceBytes) {
           assigned[st] = 1;
           out_->states_[st].slice_class = class_id(ci);

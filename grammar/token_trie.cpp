@@ -69,7 +69,7 @@ const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
   const size_t n = vocab_.tokens.size();
   slice->mask.assign((n + 63) / 64, 0);
   slice->upto.assign(kClassSliceBytes, std::vector<uint64_t>((n + 63) / 64, 0));
-  std::vector<std::pair<std::string, int32_t>> outside;
+  std::vector<char> outside(n, 0);
   for (size_t id = 0; id < n; ++id) {
     const std::string& s = vocab_.tokens[id];
     if (s.empty() || is_eos(static_cast<int32_t>(id))) continue;
@@ -80,13 +80,47 @@ const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
       for (size_t r = s.size(); r < kClassSliceBytes; ++r) slice->upto[r][id / 64] |= uint64_t{1} << (id % 64);
       ++slice->count;
     } else {
-      outside.emplace_back(s, static_cast<int32_t>(id));
+      outside[id] = 1;
     }
   }
-  slice->outside = ByteTrie::build(std::move(outside));
+  slice->outside = ByteTrie::filtered(full_, outside);
   const ClassSlice* out = slice.get();
   class_slices_.emplace(key, std::move(slice));
   return out;
+}
+
+ByteTrie ByteTrie::filtered(const ByteTrie& from, const std::vector<char>& keep) {
+  const size_t n = from.nodes_.size();
+  // Children come after their parent (breadth-first layout): one backward pass marks the
+  // nodes whose subtree holds a kept token.
+  std::vector<char> live(n, 0);
+  for (size_t i = n; i-- > 0;) {
+    const TrieNode& nd = from.nodes_[i];
+    char l = 0;
+    for (uint32_t k = nd.token_begin; k < nd.token_end && !l; ++k) l = keep[static_cast<size_t>(from.token_ids_[k])];
+    for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children && !l; ++c) l = live[c];
+    live[i] = l;
+  }
+  ByteTrie t;
+  t.nodes_.push_back(TrieNode{0, 0, 0, 0, 0});
+  std::vector<uint32_t> src{0};  // new node -> old node, breadth-first
+  for (size_t q = 0; q < src.size(); ++q) {
+    const TrieNode& old = from.nodes_[src[q]];
+    t.nodes_[q].token_begin = static_cast<uint32_t>(t.token_ids_.size());
+    for (uint32_t k = old.token_begin; k < old.token_end; ++k)
+      if (keep[static_cast<size_t>(from.token_ids_[k])]) t.token_ids_.push_back(from.token_ids_[k]);
+    t.nodes_[q].token_end = static_cast<uint32_t>(t.token_ids_.size());
+    t.nodes_[q].first_child = static_cast<uint32_t>(t.nodes_.size());
+    uint32_t kids = 0;
+    for (uint32_t c = old.first_child; c < old.first_child + old.n_children; ++c) {
+      if (!live[c]) continue;
+      t.nodes_.push_back(TrieNode{0, 0, 0, 0, from.nodes_[c].byte});
+      src.push_back(c);
+      ++kids;
+    }
+    t.nodes_[q].n_children = kids;
+  }
+  return t;
 }
 
 bool TokenTrie::is_eos(int32_t id) const {

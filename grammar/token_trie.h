@@ -42,6 +42,9 @@ class ByteTrie {
  public:
   // entries: (bytes, token id); bytes non-empty.
   static ByteTrie build(std::vector<std::pair<std::string, int32_t>> entries);
+  // The sub-trie of `from` holding only the tokens with keep[id] (same layout rules), in
+  // one pass over its nodes (no sort).
+  static ByteTrie filtered(const ByteTrie& from, const std::vector<char>& keep);
   const TrieNode& node(uint32_t i) const { return nodes_[i]; }
   const int32_t* tokens() const { return token_ids_.data(); }
   size_t node_count() const { return nodes_.size(); }
