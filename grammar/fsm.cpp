@@ -51,6 +51,8 @@ class Compiler {
     SPILLWAY_TRY(check_left_recursion());
     mark_string_loops();
     compute_live_chars();
+    mark_exact_chars();
+    compute_slice_classes();
     return std::shared_ptr<const CompiledGrammar>(std::move(out));
   }
 
@@ -420,6 +422,194 @@ class Compiler {
       out_->states_[s].live_chars = dist[s] == UINT32_MAX ? kLiveUnbounded : static_cast<uint8_t>(std::min<uint32_t>(dist[s], 254));
   }
 
+  // Every safe-character successor of s (ASCII safe bytes, complete UTF-8 characters);
+  // false when one may call a rule or end its rule (the stack then holds frames that are
+  // not known here) or the UTF-8 product walk grows too large.
+  bool any_safe_successors(uint32_t s, std::vector<uint32_t>& out) {
+    out.clear();
+    auto add = [&](uint32_t t) {
+      const State& st = out_->states_[t];
+      if (st.range_end == st.range_begin || st.call_end != st.call_begin || (st.flags & kFinal)) return false;
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      return true;
+    };
+    for (int b = 0x20; b < 0x80; ++b) {
+      if (b == '"' || b == '\\') continue;
+      const uint32_t t = out_->next(s, static_cast<uint8_t>(b));
+      if (t != UINT32_MAX && !add(t)) return false;
+    }
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    while (!work.empty()) {
+      auto [q, u] = work.back();
+      work.pop_back();
+      for (int b = 0x80; b <= 0xFF; ++b) {
+        const int nu = utf8_step(u, static_cast<uint8_t>(b));
+        if (nu < 0) continue;
+        const uint32_t t = out_->next(q, static_cast<uint8_t>(b));
+        if (t == UINT32_MAX) continue;
+        if (nu == 0) {
+          if (!add(t)) return false;
+          continue;
+        }
+        const State& mid = out_->states_[t];
+        if (mid.call_end != mid.call_begin || (mid.flags & kFinal)) return false;
+        std::pair<uint32_t, int> key{t, nu};
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        if (seen.size() > 256) return false;
+        seen.push_back(key);
+        work.push_back(key);
+      }
+    }
+    return true;
+  }
+
+  // kExactChars for states with live_chars in [1, 16) from which no live_chars + 1 safe
+  // characters can be read: breadth-first over safe-character successors.
+  static constexpr uint8_t kExactCharsBelow = 16;  // = TokenTrie::kShortSliceChars
+  void mark_exact_chars() {
+    std::vector<uint32_t> frontier, next, succ;
+    for (uint32_t s = 0; s < out_->states_.size(); ++s) {
+      State& st = out_->states_[s];
+      // live_chars 0: no safe character is sure to be readable; such states keep the walk
+      // (cheap where none is readable, e.g. the end of a maxLength string).
+      if (st.live_chars >= kExactCharsBelow || st.live_chars == 0) continue;
+      frontier.assign(1, s);
+      bool ok = true;
+      for (uint32_t d = 0; d <= st.live_chars && ok && !frontier.empty(); ++d) {
+        next.clear();
+        for (uint32_t q : frontier) {
+          if (!any_safe_successors(q, succ)) { ok = false; break; }
+          for (uint32_t t : succ)
+            if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
+        }
+        if (next.size() > 64) ok = false;
+        frontier.swap(next);
+      }
+      if (ok && frontier.empty()) st.flags |= kExactChars;
+    }
+  }
+
+  // slice_class: for each byte class of the IR with >= kMinSliceClassBytes bytes, the
+  // byte-level analogue of live_chars: dist(s) = shortest path, over edges on the class's
+  // bytes, to a dead end (a state where some byte of the class has no transition or leads
+  // to a state without byte transitions: conservative, since calls and pops are not
+  // followed). States with dist >= kClassSliceBytes get the largest such class
+  // (class_live = kClassSliceBytes); others get a class whose count is exact
+  // (class_live = dist, and no dist + 1 bytes of the class can be read: a hostname
+  // label's last characters).
+  void compute_slice_classes() {
+    const uint32_t n = static_cast<uint32_t>(out_->states_.size());
+    for (State& st : out_->states_) { st.slice_class = kNoSliceClass; st.class_live = 0; }
+    std::vector<size_t> order;
+    for (size_t i = 0; i < bytesets_.size(); ++i)
+      if (bytesets_[i].count() >= kMinSliceClassBytes) order.push_back(i);
+    if (order.empty()) return;
+    // Largest classes first: a state keeps the first class that qualifies.
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytesets_[a].count() > bytesets_[b].count(); });
+    // good[s]: the bytes that lead from s to a state with byte transitions.
+    std::vector<ByteSet> good(n);
+    for (uint32_t s = 0; s < n; ++s) {
+      const State& st = out_->states_[s];
+      for (const ByteRange* r = out_->ranges_begin(st); r != out_->ranges_end(st); ++r) {
+        const State& t = out_->states_[r->target];
+        if (t.range_end != t.range_begin) good[s] |= range_set(*r);
+      }
+    }
+    std::vector<uint32_t> live, index(n), dist;
+    std::vector<std::pair<uint32_t, uint32_t>> edges;  // (target, source) among live states
+    std::vector<char> assigned(n, 0);
+    // A state that reads fewer than kClassSliceBytes bytes of every class but exactly r of
+    // some class (no r + 1): (that class, r + 1), used if no class gives kClassSliceBytes.
+    std::vector<std::pair<size_t, uint8_t>> pending(n, {0, 0});
+    for (size_t ci : order) {
+      const ByteSet& cls = bytesets_[ci];
+      live.clear();
+      for (uint32_t s = 0; s < n; ++s)
+        if ((cls & ~good[s]).none()) { index[s] = static_cast<uint32_t>(live.size()); live.push_back(s); }
+      if (live.empty()) continue;
+      // dist over the live states; a successor that is not live is a dead end (dist 0).
+      dist.assign(live.size(), UINT32_MAX);
+      edges.clear();
+      std::vector<uint32_t> queue;
+      for (uint32_t i = 0; i < live.size(); ++i) {
+        bool near_dead = false;
+        const State& st = out_->states_[live[i]];
+        for (const ByteRange* r = out_->ranges_begin(st); r != out_->ranges_end(st); ++r) {
+          if ((cls & range_set(*r)).none()) continue;
+          const uint32_t t = r->target;
+          if ((cls & ~good[t]).none()) edges.emplace_back(index[t], i);
+          else near_dead = true;
+        }
+        if (near_dead) { dist[i] = 1; queue.push_back(i); }
+      }
+      std::sort(edges.begin(), edges.end());
+      for (size_t q = 0; q < queue.size(); ++q) {
+        const uint32_t t = queue[q];
+        if (dist[t] >= kClassSliceBytes) continue;
+        auto it = std::lower_bound(edges.begin(), edges.end(), std::pair<uint32_t, uint32_t>{t, 0});
+        for (; it != edges.end() && it->first == t; ++it)
+          if (dist[it->second] == UINT32_MAX) { dist[it->second] = dist[t] + 1; queue.push_back(it->second); }
+      }
+      for (uint32_t i = 0; i < live.size(); ++i) {
+        const uint32_t st = live[i];
+        // States the JSON-string slices already cover need no class (and its slice is not
+        // built).
+        const State& sst = out_->states_[st];
+        if (assigned[st] || sst.live_chars >= kExactCharsBelow || (sst.flags & (kStringLoop | kExactChars))) continue;
+        if (dist[i] >= kClassSliceBytes) {
+          assigned[st] = 1;
+          out_->states_[st].slice_class = class_id(ci);
+          out_->states_[st].class_live = kClassSliceBytes;
+        } else if (pending[st].second == 0 && exact_class_count(st, ci, dist[i])) {
+          pending[st] = {ci, static_cast<uint8_t>(dist[i] + 1)};
+        }
+      }
+    }
+    for (uint32_t st = 0; st < n; ++st) {
+      if (assigned[st] || pending[st].second == 0) continue;
+      out_->states_[st].slice_class = class_id(pending[st].first);
+      out_->states_[st].class_live = static_cast<uint8_t>(pending[st].second - 1);
+    }
+  }
+
+  static ByteSet range_set(const ByteRange& r) {
+    ByteSet m;
+    m.set();
+    m >>= 255 - (r.hi - r.lo);
+    m <<= r.lo;
+    return m;
+  }
+
+  // The grammar's id of IR byteset ci as a slice class (registered on first use).
+  uint16_t class_id(size_t ci) {
+    auto [it, inserted] = slice_class_ids_.try_emplace(ci, static_cast<uint16_t>(out_->slice_classes_.size()));
+    if (inserted) out_->slice_classes_.push_back(bytesets_[ci]);
+    return it->second;
+  }
+
+  // Whether no string of r + 1 bytes of class ci can be read from s, no state on the way
+  // calling a rule or ending its rule (what follows a pop is not known here).
+  bool exact_class_count(uint32_t s, size_t ci, uint32_t r) {
+    std::vector<uint32_t> frontier{s}, next;
+    for (uint32_t d = 0; d <= r; ++d) {
+      next.clear();
+      for (uint32_t q : frontier) {
+        const State& qs = out_->states_[q];
+        for (const ByteRange* r = out_->ranges_begin(qs); r != out_->ranges_end(qs); ++r) {
+          if ((bytesets_[ci] & range_set(*r)).none()) continue;
+          const uint32_t t = r->target;
+          const State& ts = out_->states_[t];
+          if (ts.call_end != ts.call_begin || (ts.flags & kFinal)) return false;
+          if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
+        }
+      }
+      if (next.size() > 64) return false;
+      frontier.swap(next);
+      if (frontier.empty()) return true;
+    }
+    return frontier.empty();
+  }
+
   const Grammar& g_;
   CompileLimits limits_;
   std::chrono::steady_clock::time_point t0_;
@@ -429,6 +619,7 @@ class Compiler {
   std::vector<std::vector<uint8_t>> byteset_bytes_;
   uint32_t accept_ = 0;
   std::unordered_map<ByteSet, uint32_t> byteset_ids_;
+  std::unordered_map<size_t, uint16_t> slice_class_ids_;
   std::vector<uint32_t> mark_;
   uint32_t mark_gen_ = 0;
   uint64_t total_nfa_ = 0;

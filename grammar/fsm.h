@@ -34,6 +34,8 @@ struct CallEdge {
 enum StateFlags : uint8_t {
   kFinal = 1,       // the rule may end here
   kStringLoop = 2,  // every JSON-string-safe UTF-8 character leads back here (see token_trie.h)
+  kExactChars = 4,  // live_chars < 16 is exact: no sequence of live_chars + 1 safe characters
+                    // can be read from here (the tail of a maxLength string)
 };
 
 struct State {
@@ -44,8 +46,21 @@ struct State {
   // here without the stack dying (255: any number). Lets the matcher OR in the
   // precomputed slice masks (token_trie.h) instead of walking those tokens.
   uint8_t live_chars;
+  // Byte-class slice (see token_trie.h, ClassSlice): every byte string of at most
+  // kClassSliceBytes bytes, each byte in slice_classes()[slice_class], can be read from here
+  // without the stack dying. kNoSliceClass: none. Covers broad non-string classes (a
+  // `format: email` local part or hostname label) the JSON-string slice does not.
+  uint16_t slice_class;
+  // With slice_class: kClassSliceBytes (as above), or r < kClassSliceBytes: every string of
+  // at most r class bytes can be read and none of r + 1 (no call or rule end on the way).
+  uint8_t class_live;
 };
 inline constexpr uint8_t kLiveUnbounded = 255;
+inline constexpr uint16_t kNoSliceClass = UINT16_MAX;
+// Tokens of at most this many bytes make up a byte-class slice; a class is used for a state
+// only if it has at least kMinSliceClassBytes bytes (smaller ones admit few tokens).
+inline constexpr uint32_t kClassSliceBytes = 16;
+inline constexpr size_t kMinSliceClassBytes = 16;
 
 class CompiledGrammar {
  public:
@@ -70,6 +85,8 @@ class CompiledGrammar {
     return UINT32_MAX;
   }
   const std::string& rule_name(RuleId r) const { return rule_names_[r]; }
+  // The byte classes that some state's slice_class refers to.
+  const std::vector<ByteSet>& slice_classes() const { return slice_classes_; }
 
  private:
   std::vector<State> states_;
@@ -77,6 +94,7 @@ class CompiledGrammar {
   std::vector<CallEdge> calls_;
   std::vector<uint32_t> rule_start_;
   std::vector<std::string> rule_names_;
+  std::vector<ByteSet> slice_classes_;
   RuleId root_ = 0;
   friend class Compiler;
 };

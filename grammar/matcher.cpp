@@ -11,6 +11,8 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar,
     : grammar_(std::move(grammar)), trie_(std::move(trie)), limits_(limits) {
   frames_.reserve(4096);
   scratch_.reserve(1 << 16);
+  if (trie_ && limits_.use_slices)
+    for (const ByteSet& cls : grammar_->slice_classes()) class_slices_.push_back(trie_->class_slice(cls));
   bool accepting = false;
   add(grammar_->rule_start(grammar_->root()), kBottom, sets_, 0, accepting);
   history_.push_back(Checkpoint{0, static_cast<uint32_t>(sets_.size()),
@@ -144,13 +146,20 @@ void Matcher::walk(const ByteTrie& trie, uint32_t node, size_t begin, size_t end
   }
 }
 
+bool Matcher::all_exact(const Checkpoint& cur) const {
+  if (cur.set_end == cur.set_begin) return false;
+  for (uint32_t i = cur.set_begin; i < cur.set_end; ++i)
+    if (!(grammar_->state(frames_[sets_[i]].state).flags & kExactChars)) return false;
+  return true;
+}
+
 Status Matcher::compute_mask(uint64_t* mask, MaskStats* stats) {
   assert(trie_);
   const size_t words = trie_->mask_words();
   const Checkpoint& cur = history_.back();
   steps_ = 0;
   overflow_ = false;
-  bool fast = cur.set_end > cur.set_begin;
+  bool fast = limits_.use_slices && cur.set_end > cur.set_begin;
   for (uint32_t i = cur.set_begin; i < cur.set_end && fast; ++i)
     if (!(grammar_->state(frames_[sets_[i]].state).flags & kStringLoop)) fast = false;
   // Which precomputed slice can be OR'd in, and which trie then covers the other tokens:
@@ -164,9 +173,43 @@ Status Matcher::compute_mask(uint64_t* mask, MaskStats* stats) {
     live = std::max(live, grammar_->state(frames_[sets_[i]].state).live_chars);
   const ByteTrie* trie = &trie_->full();
   const std::vector<uint64_t>* slice = nullptr;
-  if (fast) { trie = &trie_->string_suffixes(); slice = &trie_->string_slice_mask(); }
+  bool class_path = false, exact_path = false;
+  if (!limits_.use_slices) {
+  } else if (fast) { trie = &trie_->string_suffixes(); slice = &trie_->string_slice_mask(); }
   else if (live == kLiveUnbounded) { trie = &trie_->outside_slice(); slice = &trie_->string_slice_mask(); }
   else if (live >= TokenTrie::kShortSliceChars) { trie = &trie_->outside_short_slice(); slice = &trie_->short_slice_mask(); }
+  else if (all_exact(cur)) {
+    // Every stack reads at most its live_chars more safe characters (and any that many):
+    // slice tokens of up to `live` (the largest) characters are allowed, longer ones are
+    // not; walk the others.
+    trie = &trie_->outside_slice();
+    slice = &trie_->slice_upto_mask(live);
+    exact_path = true;
+  } else {
+    // A byte-class slice of some stack (the largest): its tokens are allowed by that stack
+    // alone; every other token is walked with the whole set.
+    // Or, when every stack has the same class with an exact count r < kClassSliceBytes
+    // (max over stacks), its tokens of at most r bytes (longer ones die on every stack).
+    const ClassSlice* best = nullptr;
+    uint16_t common = kNoSliceClass;
+    uint8_t exact_r = 0;
+    for (uint32_t i = cur.set_begin; i < cur.set_end; ++i) {
+      const State& st = grammar_->state(frames_[sets_[i]].state);
+      const uint16_t c = st.slice_class;
+      if (i == cur.set_begin) common = c;
+      else if (c != common) common = kNoSliceClass;
+      if (c == kNoSliceClass || !class_slices_[c]) continue;
+      exact_r = std::max(exact_r, st.class_live);
+      if (st.class_live < kClassSliceBytes) continue;
+      if (!best || class_slices_[c]->count > best->count) best = class_slices_[c];
+    }
+    if (best) { trie = &best->outside; slice = &best->mask; class_path = true; }
+    else if (common != kNoSliceClass && class_slices_[common]) {
+      trie = &class_slices_[common]->outside;
+      slice = &class_slices_[common]->upto[exact_r];
+      class_path = exact_path = true;
+    }
+  }
   if (slice) std::memcpy(mask, slice->data(), words * sizeof(uint64_t));
   else std::memset(mask, 0, words * sizeof(uint64_t));
   if (cur.set_end > cur.set_begin) {
@@ -178,7 +221,7 @@ Status Matcher::compute_mask(uint64_t* mask, MaskStats* stats) {
   }
   if (cur.accepting && !cur.terminated)
     for (int32_t id : trie_->eos_ids()) mask[id >> 6] |= uint64_t{1} << (id & 63);
-  if (stats) { stats->steps = steps_; stats->string_fast_path = fast; stats->slice_path = slice != nullptr; }
+  if (stats) { stats->steps = steps_; stats->string_fast_path = fast; stats->slice_path = slice != nullptr; stats->class_slice_path = class_path; stats->exact_count_path = exact_path; }
   if (overflow_)
     return Error{"grammar too ambiguous: more than " + std::to_string(limits_.max_stacks) + " parse stacks"};
   if (steps_ > limits_.max_mask_steps)

@@ -24,12 +24,15 @@ namespace spillway::grammar {
 struct MatcherLimits {
   uint32_t max_stacks = 1024;           // parse stacks alive at once (ambiguity cap)
   uint64_t max_mask_steps = 4'000'000;  // byte steps in one compute_mask (work cap)
+  bool use_slices = true;  // false: always walk the full trie (reference for tests)
 };
 
 struct MaskStats {
   uint64_t steps = 0;       // byte steps (trie nodes visited with a live state)
   bool string_fast_path = false;  // every stack on a string loop
   bool slice_path = false;        // a precomputed slice mask was used
+  bool class_slice_path = false;  // ... and it was a byte-class slice (token_trie.h ClassSlice)
+  bool exact_count_path = false;  // ... limited by an exact count (kExactChars / class_live < 16)
 };
 
 class Matcher {
@@ -70,6 +73,8 @@ class Matcher {
   // Trie walk from scratch_[begin, end); sets bits of live tokens.
   void walk(const ByteTrie& trie, uint32_t node, size_t begin, size_t end, uint64_t* mask);
   bool advance(std::string_view bytes, bool& accepting);
+  // Every stack of cur is on a kExactChars state.
+  bool all_exact(const Checkpoint& cur) const;
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -78,6 +83,9 @@ class Matcher {
   std::vector<uint32_t> sets_;
   std::vector<Checkpoint> history_;
   std::vector<uint32_t> scratch_;
+  // The trie's slice for each of grammar_->slice_classes() (null: not cached), resolved
+  // once here so compute_mask takes no lock.
+  std::vector<const ClassSlice*> class_slices_;
   uint64_t steps_ = 0;
   bool overflow_ = false;
 };

@@ -59,6 +59,70 @@ ByteTrie ByteTrie::build(std::vector<std::pair<std::string, int32_t>> entries) {
   return t;
 }
 
+const ClassSlice* TokenTrie::class_slice(const ByteSet& cls) const {
+  const std::string key = cls.to_string();
+  std::lock_guard<std::mutex> lock(class_mu_);
+  auto it = class_slices_.find(key);
+  if (it != class_slices_.end()) return it->second.get();
+  if (class_slices_.size() >= kMaxClassSlices) return nullptr;
+  auto slice = std::make_unique<ClassSlice>();
+  const size_t n = vocab_.tokens.size();
+  slice->mask.assign((n + 63) / 64, 0);
+  slice->upto.assign(kClassSliceBytes, std::vector<uint64_t>((n + 63) / 64, 0));
+  std::vector<char> outside(n, 0);
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& s = vocab_.tokens[id];
+    if (s.empty() || is_eos(static_cast<int32_t>(id))) continue;
+    bool in = s.size() <= kClassSliceBytes;
+    for (size_t i = 0; in && i < s.size(); ++i) in = cls.test(static_cast<unsigned char>(s[i]));
+    if (in) {
+      slice->mask[id / 64] |= uint64_t{1} << (id % 64);
+      for (size_t r = s.size(); r < kClassSliceBytes; ++r) slice->upto[r][id / 64] |= uint64_t{1} << (id % 64);
+      ++slice->count;
+    } else {
+      outside[id] = 1;
+    }
+  }
+  slice->outside = ByteTrie::filtered(full_, outside);
+  const ClassSlice* out = slice.get();
+  class_slices_.emplace(key, std::move(slice));
+  return out;
+}
+
+ByteTrie ByteTrie::filtered(const ByteTrie& from, const std::vector<char>& keep) {
+  const size_t n = from.nodes_.size();
+  // Children come after their parent (breadth-first layout): one backward pass marks the
+  // nodes whose subtree holds a kept token.
+  std::vector<char> live(n, 0);
+  for (size_t i = n; i-- > 0;) {
+    const TrieNode& nd = from.nodes_[i];
+    char l = 0;
+    for (uint32_t k = nd.token_begin; k < nd.token_end && !l; ++k) l = keep[static_cast<size_t>(from.token_ids_[k])];
+    for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children && !l; ++c) l = live[c];
+    live[i] = l;
+  }
+  ByteTrie t;
+  t.nodes_.push_back(TrieNode{0, 0, 0, 0, 0});
+  std::vector<uint32_t> src{0};  // new node -> old node, breadth-first
+  for (size_t q = 0; q < src.size(); ++q) {
+    const TrieNode& old = from.nodes_[src[q]];
+    t.nodes_[q].token_begin = static_cast<uint32_t>(t.token_ids_.size());
+    for (uint32_t k = old.token_begin; k < old.token_end; ++k)
+      if (keep[static_cast<size_t>(from.token_ids_[k])]) t.token_ids_.push_back(from.token_ids_[k]);
+    t.nodes_[q].token_end = static_cast<uint32_t>(t.token_ids_.size());
+    t.nodes_[q].first_child = static_cast<uint32_t>(t.nodes_.size());
+    uint32_t kids = 0;
+    for (uint32_t c = old.first_child; c < old.first_child + old.n_children; ++c) {
+      if (!live[c]) continue;
+      t.nodes_.push_back(TrieNode{0, 0, 0, 0, from.nodes_[c].byte});
+      src.push_back(c);
+      ++kids;
+    }
+    t.nodes_[q].n_children = kids;
+  }
+  return t;
+}
+
 bool TokenTrie::is_eos(int32_t id) const {
   return std::find(vocab_.eos_ids.begin(), vocab_.eos_ids.end(), id) != vocab_.eos_ids.end();
 }
@@ -69,6 +133,7 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
   const size_t n = t->vocab_.tokens.size();
   t->slice_mask_.assign((n + 63) / 64, 0);
   t->short_slice_mask_.assign((n + 63) / 64, 0);
+  t->slice_upto_.assign(kShortSliceChars, std::vector<uint64_t>((n + 63) / 64, 0));
   std::vector<std::pair<std::string, int32_t>> all, suffixes, outside, outside_short;
   all.reserve(n);
   for (size_t id = 0; id < n; ++id) {
@@ -81,6 +146,7 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(Vocabulary vocab) {
       ++t->slice_count_;
       size_t chars = 0;
       for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+      for (size_t c = chars; c < kShortSliceChars; ++c) t->slice_upto_[c][id / 64] |= uint64_t{1} << (id % 64);
       if (chars <= kShortSliceChars) t->short_slice_mask_[id / 64] |= uint64_t{1} << (id % 64);
       else outside_short.emplace_back(s, static_cast<int32_t>(id));
     } else {

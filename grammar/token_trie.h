@@ -15,9 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "grammar/fsm.h"
 
 namespace spillway::grammar {
 
@@ -38,6 +42,9 @@ class ByteTrie {
  public:
   // entries: (bytes, token id); bytes non-empty.
   static ByteTrie build(std::vector<std::pair<std::string, int32_t>> entries);
+  // The sub-trie of `from` holding only the tokens with keep[id] (same layout rules), in
+  // one pass over its nodes (no sort).
+  static ByteTrie filtered(const ByteTrie& from, const std::vector<char>& keep);
   const TrieNode& node(uint32_t i) const { return nodes_[i]; }
   const int32_t* tokens() const { return token_ids_.data(); }
   size_t node_count() const { return nodes_.size(); }
@@ -45,6 +52,20 @@ class ByteTrie {
  private:
   std::vector<TrieNode> nodes_;  // node 0 is the root
   std::vector<int32_t> token_ids_;
+};
+
+// A byte-class slice of the vocabulary: `mask` holds the tokens of at most
+// kClassSliceBytes bytes that all lie in the class; `outside` is the trie of every other
+// token (full bytes). From a stack whose state has that class as slice_class (fsm.h)
+// every `mask` token is allowed, so a mask ORs it in and walks only `outside`.
+// upto[r] (r < kClassSliceBytes) holds the mask tokens of at most r bytes: the mask of a
+// state whose class_live r is exact (no r + 1 class bytes readable) is upto[r] plus the
+// walk of `outside`.
+struct ClassSlice {
+  std::vector<uint64_t> mask;
+  std::vector<std::vector<uint64_t>> upto;  // [kClassSliceBytes]
+  ByteTrie outside;
+  size_t count = 0;  // tokens in mask
 };
 
 class TokenTrie {
@@ -66,13 +87,26 @@ class TokenTrie {
   const std::vector<uint64_t>& short_slice_mask() const { return short_slice_mask_; }
   const ByteTrie& outside_slice() const { return outside_slice_; }
   const ByteTrie& outside_short_slice() const { return outside_short_slice_; }
+  // Slice tokens of at most c characters, c < kShortSliceChars: with outside_slice(), the
+  // mask of a state whose live_chars c is exact (kExactChars: the tail of a maxLength string).
+  const std::vector<uint64_t>& slice_upto_mask(uint8_t c) const { return slice_upto_[c]; }
   size_t string_slice_count() const { return slice_count_; }
+
+  // The slice of `cls`, built on first use (tens of ms at 150k tokens) and kept for the
+  // trie's lifetime; null once kMaxClassSlices distinct classes are cached (callers then
+  // walk the full trie). Thread-safe; the returned slice is immutable and lives as long as
+  // the trie.
+  static constexpr size_t kMaxClassSlices = 64;
+  const ClassSlice* class_slice(const ByteSet& cls) const;
 
  private:
   Vocabulary vocab_;
   ByteTrie full_, suffixes_, outside_slice_, outside_short_slice_;
   std::vector<uint64_t> slice_mask_, short_slice_mask_;
+  std::vector<std::vector<uint64_t>> slice_upto_;  // [kShortSliceChars]
   size_t slice_count_ = 0;
+  mutable std::mutex class_mu_;
+  mutable std::map<std::string, std::unique_ptr<const ClassSlice>> class_slices_;  // key: ByteSet::to_string()
 };
 
 // Length of the longest prefix of `s` made of JSON-string-safe complete UTF-8 characters.

@@ -203,6 +203,8 @@ int main(int argc, char** argv) {
   for (auto& e : fs::directory_iterator(argv[2])) if (e.path().extension() == ".json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   std::vector<double> compile_us, replay_us, walk_us;
+  std::vector<double> steps_all;
+  std::vector<double> setup_ms;  // first Matcher per schema (byte-class slices built on first use)  // trie steps per mask: the walk's work, free of timing noise
   std::vector<uint64_t> mask(trie->mask_words());
   std::mt19937_64 rng(1234);
   size_t fast = 0, masks = 0;
@@ -228,7 +230,9 @@ int main(int argc, char** argv) {
     // (a) replay the instance.
     std::vector<double> mine;
     auto tokens = tokenize_greedy(*trie, doc["instance"].dump());
-    Matcher m(g, trie);
+    const auto setup0 = Clock::now();
+    Matcher m(g, trie);  // the first matcher of a grammar builds its byte-class slices (once per class)
+    setup_ms.push_back(us_since(setup0) / 1000);
     bool ok = !tokens.empty();
     for (int32_t tok : tokens) {
       MaskStats st;
@@ -237,6 +241,7 @@ int main(int argc, char** argv) {
       double us = us_since(t0);
       mine.push_back(us);
       replay_us.push_back(us);
+      steps_all.push_back(static_cast<double>(st.steps));
       if (getenv("BENCH_GRAMMAR_SLOW") && us > 1000) {
         std::string prefix;
         for (size_t k = 0; k < mine.size() - 1; ++k) prefix += trie->token_bytes(tokens[k]);
@@ -259,11 +264,17 @@ int main(int argc, char** argv) {
     std::vector<int32_t> allowed;
     for (int w = 0; w < walks; ++w) {
       Matcher rw(g, trie);
+      std::string text;
       for (int step = 0; step < 200; ++step) {
         MaskStats st;
         auto t0 = Clock::now();
         auto s = rw.compute_mask(mask.data(), &st);
-        walk_us.push_back(us_since(t0));
+        const double wus = us_since(t0);
+        walk_us.push_back(wus);
+        steps_all.push_back(static_cast<double>(st.steps));
+        if (getenv("BENCH_GRAMMAR_SLOW") && wus > 1000)
+          std::printf("  slow walk mask %.0f us, %llu steps, slice %d, %s after ...%s\n", wus, static_cast<unsigned long long>(st.steps),
+                      st.slice_path, f.stem().c_str(), text.substr(text.size() > 40 ? text.size() - 40 : 0).c_str());
         ++masks;
         fast += st.slice_path;
         if (!s.ok()) { std::printf("  walk mask error: %s\n", s.error().message.c_str()); break; }
@@ -275,6 +286,7 @@ int main(int argc, char** argv) {
         int32_t tok = allowed[rng() % allowed.size()];
         if (trie->is_eos(tok)) break;
         if (!rw.accept_token(tok).ok()) { std::printf("  walk: mask allowed a token accept refused\n"); break; }
+        text += trie->token_bytes(tok);
       }
     }
   }
@@ -286,6 +298,12 @@ int main(int argc, char** argv) {
   std::printf("mask, instance replay (%zu masks): p50 %.1f us  p90 %.1f  p99 %.1f  max %.1f\n", replay_us.size(), r.p50, r.p90, r.p99, r.max);
   std::printf("mask, random walks    (%zu masks): p50 %.1f us  p90 %.1f  p99 %.1f  max %.1f\n", walk_us.size(), w.p50, w.p90, w.p99, w.max);
   std::printf("mask, all             (%zu masks): p50 %.1f us  p90 %.1f  p99 %.1f  max %.1f\n", all.size(), a.p50, a.p90, a.p99, a.max);
+  double setup_total = 0;
+  for (double v : setup_ms) setup_total += v;
+  std::printf("first matcher per schema (builds new byte-class slices): total %.1f ms, max %.1f ms\n", setup_total,
+              percentiles(setup_ms).max);
+  auto sp = percentiles(steps_all);
+  std::printf("trie steps per mask, all:             p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", sp.p50, sp.p90, sp.p99, sp.max);
   std::printf("slice paths (string loop / live states): %.1f%% of masks\n", 100.0 * static_cast<double>(fast) / static_cast<double>(std::max<size_t>(masks, 1)));
   return 0;
 }

@@ -51,6 +51,21 @@ void GrammarConstraint::prepare() {
     return;
   }
   ready_ = true;
+  allowed_count_ = 0;
+  only_token_ = -1;
+  for (size_t w = 0; w < mask_.size(); ++w) {
+    if (!mask_[w]) continue;
+    allowed_count_ += std::popcount(mask_[w]);
+    if (allowed_count_ > 1) break;
+    only_token_ = static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(mask_[w])));
+  }
+  if (allowed_count_ == 1) counters.forced_tokens.fetch_add(1, std::memory_order_relaxed);
+}
+
+int32_t GrammarConstraint::forced_token() {
+  prepare();
+  if (failed() || !ready_ || allowed_count_ != 1) return -1;
+  return only_token_;
 }
 
 void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vocab*/) {
@@ -60,13 +75,8 @@ void GrammarConstraint::fill_allowed(std::span<uint64_t> allowed, int32_t /*n_vo
   // The model's rows may be wider than the tokenizer (padded vocabularies): ids past the
   // trie stay disallowed; the last shared word is cut at n_vocab by the stage.
   const size_t words = std::min(allowed.size(), mask_.size());
-  int ones = 0;
-  for (size_t w = 0; w < words; ++w) {
-    allowed[w] = mask_[w];
-    ones += std::popcount(mask_[w]);
-  }
-  if (ones == 1) counters.forced_tokens.fetch_add(1, std::memory_order_relaxed);
-  if (ones == 0) {
+  for (size_t w = 0; w < words; ++w) allowed[w] = mask_[w];
+  if (allowed_count_ == 0) {
     error_ = "structured output: the grammar allows no token here (the vocabulary cannot spell "
              "what it requires)";
     counters.failures.fetch_add(1, std::memory_order_relaxed);

@@ -44,7 +44,7 @@ struct ConstraintCounters {
   std::atomic<uint64_t> masks{0};
   std::atomic<uint64_t> mask_nanoseconds{0};
   std::atomic<uint64_t> mask_bucket[kMaskBuckets] = {};
-  std::atomic<uint64_t> forced_tokens{0};  // tokens the mask left as the only choice
+  std::atomic<uint64_t> forced_tokens{0};  // masks that left one token (appended unsampled)
   std::atomic<uint64_t> failures{0};       // caps hit / refused tokens
 };
 ConstraintCounters& constraint_counters();
@@ -56,8 +56,10 @@ class GrammarConstraint final : public TokenConstraint {
 
   void fill_allowed(std::span<uint64_t> allowed, int32_t n_vocab) override;
   void accept(int32_t token) override;
-  // Computes the mask for the current state (once; accept() invalidates it).
+  // Computes the mask for the current state (once; accept() invalidates it), and whether
+  // it allows exactly one token (counted in forced_tokens).
   void prepare() override;
+  int32_t forced_token() override;
 
   bool failed() const { return !error_.empty(); }
   const std::string& error_message() const { return error_; }
@@ -70,6 +72,8 @@ class GrammarConstraint final : public TokenConstraint {
   grammar::Matcher matcher_;
   std::vector<uint64_t> mask_;  // trie_->mask_words() words
   bool ready_ = false;          // mask_ is the current state's mask
+  int32_t allowed_count_ = 0;   // set bits of mask_ (when ready_)
+  int32_t only_token_ = -1;     // the allowed token when allowed_count_ == 1
   std::string error_;
 };
 

@@ -143,6 +143,10 @@ class TokenConstraint {
   // helper thread while the forward runs); fill_allowed then only copies it. Never
   // concurrently with fill_allowed / accept on the same constraint.
   virtual void prepare() {}
+  // The one token allowed next when the constraint allows exactly one (a forced token),
+  // else -1. May compute the mask (as prepare). The Sampler then appends it without
+  // running the chain (sampling.h) and calls accept(token) as usual.
+  virtual int32_t forced_token() { return -1; }
 };
 
 // Test stand-in: a fixed set of allowed ids; records what it was told to accept.

@@ -55,6 +55,7 @@ Sampler::Sampler(SamplingParams params, uint64_t fallback_seed)
   stages_.push_back(std::make_unique<BannedTokensStage>());
   constraint_index_ = stages_.size();
   if (p.temperature <= 0.0f || p.top_k == 1) {
+    greedy_ = true;
     stages_.push_back(std::make_unique<GreedyStage>());
     return;
   }
@@ -98,6 +99,26 @@ void Sampler::run_chain(float* logits, int32_t n_vocab, std::span<const int32_t>
                         size_t n_prompt, std::span<const int32_t> banned,
                         SamplerScratch& scratch, SampledToken& out) {
   const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
+  if (constraint_ && forced_shortcut_) {
+    const int32_t forced = constraint_->forced_token();
+    if (forced >= 0 && forced < n_vocab && std::isfinite(logits[forced]) &&
+        std::find(banned.begin(), banned.end(), forced) == banned.end()) {
+      // The chain would keep `forced` as its only finite candidate: greedy picks it, and
+      // DrawStage draws one uniform number from the RNG (whatever its bounds) and picks it.
+      if (!greedy_) {
+        std::uniform_real_distribution<double> draw(0.0, 1.0);
+        (void)draw(rng_);
+      }
+      ++forced_appends_;
+      out.token = forced;
+      for (auto& stage : stages_) stage->accept(forced);
+      out.logprob = 0.0f;
+      out.top_logprobs.clear();
+      if (want_logprobs) compute_logprobs(logits, n_vocab, forced, params_.top_logprobs, out, &scratch.ids);
+      return;
+    }
+  }
+  ++chain_runs_;
   if (want_logprobs) scratch.raw_logits.assign(logits, logits + n_vocab);
   SamplingRow row;
   row.logits = logits;

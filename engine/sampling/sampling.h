@@ -75,6 +75,17 @@ class Sampler {
   void set_constraint(TokenConstraint* constraint);
   TokenConstraint* constraint() const { return constraint_; }
 
+  // Forced tokens: when the constraint allows exactly one token (forced_token() >= 0) that
+  // is inside the row, not banned and has a finite logit, it is appended without running
+  // the chain; the constraint is told as usual, logprobs are still computed from the raw
+  // row, and a non-greedy sampler advances its RNG by the one draw the chain would have
+  // made, so greedy and seeded outputs are the same as with the chain (which could only
+  // pick that token). On by default; off runs the chain for every row (tests).
+  void set_forced_shortcut(bool on) { forced_shortcut_ = on; }
+  // Rows that ran the chain / that took the forced-token shortcut, since construction.
+  uint64_t chain_runs() const { return chain_runs_; }
+  uint64_t forced_appends() const { return forced_appends_; }
+
   const SamplingParams& params() const { return params_; }
 
  private:
@@ -91,6 +102,10 @@ class Sampler {
   bool has_constraint_ = false;
   TokenConstraint* constraint_ = nullptr;
   std::unique_ptr<SamplerScratch> own_scratch_;  // for the in-place sample()
+  bool greedy_ = false;  // the chain ends in GreedyStage (no RNG draw)
+  bool forced_shortcut_ = true;
+  uint64_t chain_runs_ = 0;
+  uint64_t forced_appends_ = 0;
 };
 
 // Natural-log softmax of the raw logits at `token`, and the top-n alternatives. ids_scratch:

@@ -2,7 +2,9 @@
 // the mask is exactly "the matcher accepts this token" (checked token by token), EOS only
 // where the grammar is complete, greedy sampling through the Sampler follows the grammar
 // whatever the logits say, rows wider than the vocabulary stay masked, and a cap or a
-// refused token makes the constraint failed() with a message instead of crashing.
+// refused token makes the constraint failed() with a message instead of crashing. Forced
+// tokens (one allowed) are appended without running the sampler's chain, with the same
+// greedy and seeded outputs and logprobs as when the chain runs.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -165,6 +167,80 @@ TEST_F(GrammarConstraintTest, PrefetchedMasksEqualInlineOnes) {
     }
   }
   EXPECT_TRUE(pre_a.terminated());
+}
+
+// A token the grammar forces is appended without the chain (Sampler::forced_appends counts
+// it, chain_runs does not), and greedy and seeded outputs (tokens and logprobs) equal those
+// of a sampler that runs the chain for every row: the grammar alternates choices and
+// forced tokens, so later seeded draws show that the RNG stayed aligned.
+TEST_F(GrammarConstraintTest, ForcedTokensSkipTheChainWithTheSameOutputs) {
+  auto g = compile(grammar::GrammarSpec::Kind::kRegex, "(q[0-9]\\.[a-z]{1,2}){5}");
+  // A vocabulary where "q" and "." have one spelling each: ASCII bytes, a few pairs, EOS.
+  grammar::Vocabulary v;
+  for (int b = 0; b < 128; ++b) v.tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"ab", "cd", "zz", "1.", "7.", "42"}) v.tokens.push_back(t);
+  v.tokens.push_back("");
+  v.eos_ids = {static_cast<int32_t>(v.tokens.size() - 1)};
+  auto trie = grammar::TokenTrie::build(std::move(v));
+  const int32_t n = static_cast<int32_t>(trie->vocab_size());
+  struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    int forced_positions = 0;
+    uint64_t chain_runs = 0, forced_appends = 0;
+    bool terminated = false;
+  };
+  auto run = [&](const SamplingParams& params, bool shortcut) {
+    GrammarConstraint c(g, trie);
+    Sampler sampler(params, 99);
+    sampler.set_constraint(&c);
+    sampler.set_forced_shortcut(shortcut);
+    SamplerScratch scratch;
+    SampledToken out;
+    Run r;
+    std::vector<int32_t> history = {1};
+    for (int step = 0; step < 40 && !c.terminated(); ++step) {
+      std::mt19937 logit_rng(1000 + step);  // the same logits in both runs
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      std::vector<float> logits(n);
+      for (float& l : logits) l = normal(logit_rng);
+      r.forced_positions += c.forced_token() >= 0;
+      sampler.sample(logits.data(), n, history, 1, {}, scratch, out);
+      EXPECT_FALSE(c.failed()) << c.error_message();
+      history.push_back(out.token);
+      r.tokens.push_back(out.token);
+      r.logprobs.push_back(out.logprob);
+    }
+    r.chain_runs = sampler.chain_runs();
+    r.forced_appends = sampler.forced_appends();
+    r.terminated = c.terminated();
+    return r;
+  };
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SamplingParams seeded;
+  seeded.temperature = 1.3f;
+  seeded.top_p = 0.95f;
+  seeded.seed = 1234;
+  seeded.logprobs = true;
+  seeded.top_logprobs = 2;
+  SamplingParams top_k = seeded;
+  top_k.top_k = 20;
+  top_k.seed = 77;
+  for (const SamplingParams& params : {greedy, seeded, top_k}) {
+    const Run fast = run(params, true), slow = run(params, false);
+    EXPECT_TRUE(fast.terminated);
+    EXPECT_EQ(fast.tokens, slow.tokens);
+    EXPECT_EQ(fast.logprobs, slow.logprobs);
+    // "q" (5 times), "." after the digit tokens "0".."9" but 1, 7 (some of 5) and the
+    // final EOS are forced.
+    EXPECT_GE(fast.forced_positions, 6);
+    EXPECT_EQ(fast.forced_positions, slow.forced_positions);
+    EXPECT_EQ(fast.forced_appends, static_cast<uint64_t>(fast.forced_positions));
+    EXPECT_EQ(fast.chain_runs, fast.tokens.size() - static_cast<size_t>(fast.forced_positions));
+    EXPECT_EQ(slow.forced_appends, 0u);
+    EXPECT_EQ(slow.chain_runs, slow.tokens.size());
+  }
 }
 
 }  // namespace
