@@ -28,7 +28,7 @@ struct GrammarSpec {
   //   prefix G suffix (separator prefix G suffix){min_items - 1, max_items - 1}
   // around the front end's grammar G (max_items == kUnbounded: no upper bound).
   bool wrap = false;
-  std::string prefix, suffix, separator;
+  std::string prefix = {}, suffix = {}, separator = {};
   uint32_t min_items = 1, max_items = 1;
 };
 

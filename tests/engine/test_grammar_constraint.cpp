@@ -63,7 +63,9 @@ TEST_F(GrammarConstraintTest, MaskIsExactlyWhatTheMatcherAcceptsAndEosOnlyAtTheE
       grammar::Matcher probe = c.matcher();  // a copy: does t advance it?
       const bool accepts = probe.accept_token(t).ok();
       ASSERT_EQ(bit(mask, t), accepts) << "step " << step << " token " << t;
-      if (tokenizer_->is_end_of_generation(t)) EXPECT_EQ(accepts, c.matcher().is_accepting());
+      if (tokenizer_->is_end_of_generation(t)) {
+        EXPECT_EQ(accepts, c.matcher().is_accepting());
+      }
       if (accepts) allowed.push_back(t);
     }
     ASSERT_FALSE(allowed.empty());
