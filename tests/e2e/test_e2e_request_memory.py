@@ -2,7 +2,9 @@
 messages cost ~740 MB of peak RSS (a JSON DOM per message, its template-form copy, the
 template inputs' copy and the Jinja values). Bodies are now limited to 2^20 JSON values and
 chat requests to 10,000 messages, both a 400 naming the limit; the peak RSS growth of the
-server over such a request (VmHWM from /proc) must stay within 10x the body."""
+server over such a request (VmHWM from /proc) must stay within 10x the body (30x under
+AddressSanitizer, whose redzones and quarantine roughly triple the cost of small allocations;
+the old code grew by ~50x in a release build)."""
 import json
 import time
 import unittest
@@ -16,6 +18,11 @@ def vm_kib(pid, field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
+def under_asan(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
 
 
 def empty_messages_body(total_bytes):
@@ -39,7 +46,8 @@ class RequestMemory(ServerTestCase):
         error = json.loads(payload)["error"]
         self.assertIn("1048576 JSON values", error["message"])
         growth = (peak - before) * 1024
-        self.assertLess(growth, 10 * len(body),
+        bound = (30 if under_asan(pid) else 10) * len(body)
+        self.assertLess(growth, bound,
                         "peak RSS grew by %.0f MB for a %.0f MB body" % (growth / 2**20, len(body) / 2**20))
         # Still serving.
         status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("Hi", max_tokens=2))
