@@ -35,9 +35,9 @@ struct Expr {
   ExprKind kind = ExprKind::kEmpty;
   uint32_t min = 0, max = 0;  // kRepeat
   RuleId rule = 0;            // kCall
-  ByteSet bytes;              // kBytes
-  std::string literal;        // kLiteral
-  std::vector<ExprId> kids;   // kSeq, kAlt, kRepeat
+  ByteSet bytes = {};         // kBytes
+  std::string literal = {};   // kLiteral
+  std::vector<ExprId> kids = {};  // kSeq, kAlt, kRepeat
 };
 
 struct Rule {
