@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Spillway needs to build, test and serve, if missing.
 # Idempotent: does nothing (and needs no network) when everything is present.
+# --train also installs PyTorch (Debian's python3-torch, CPU) for tools/train: the evaluation
+# models' training and PyTorch reference runs, never needed to build, test or serve.
 set -euo pipefail
+
+with_train=0
+for arg in "$@"; do
+  case "$arg" in
+    --train) with_train=1 ;;
+    *) echo "usage: $0 [--train]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -10,6 +20,8 @@ packages=(
   libcli11-dev liburing-dev libgtest-dev libgmock-dev libbenchmark-dev
   libicu-dev clang libclang-rt-14-dev json-schema-test-suite libvalijson-dev python3 python3-numpy python3-jinja2 python3-prometheus-client curl
 )
+
+if [ "$with_train" -eq 1 ]; then packages+=(python3-torch libopenblas0-openmp); fi
 
 missing=()
 for p in "${packages[@]}"; do

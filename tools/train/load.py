@@ -4,9 +4,10 @@ import argparse
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deps  # noqa: E402,F401  (installs PyTorch on first use)
+import torch  # noqa: E402
+
 import gguf  # noqa: E402
 import models  # noqa: E402
 

@@ -16,10 +16,11 @@ import random
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deps  # noqa: E402,F401  (installs PyTorch on first use)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 import export  # noqa: E402
 import models  # noqa: E402
 import tasks  # noqa: E402
