@@ -26,6 +26,7 @@
 #include "common/result.h"
 #include "engine/diffusion/canvas.h"
 #include "engine/forward/batch.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/sampling/sampling.h"
 #include "scheduler/config.h"
 
@@ -37,6 +38,8 @@ struct RowSampling {
   std::span<const int32_t> history;      // prompt + generated tokens of the choice
   int32_t n_prompt = 0;                  // how many of history are prompt
   std::span<const int32_t> banned;       // ids that must not be chosen (min_tokens)
+  // The request's MoBiLE override (GenerationParams::moe); null: the runner's settings.
+  const engine::MobileRequest* moe = nullptr;
 };
 
 // A diffusion canvas's rows in a step: logit rows [first_row, first_row + n_rows) of the
@@ -106,6 +109,8 @@ class ModelRunner {
   virtual int32_t n_state_snapshots() const { return 0; }
   // Totals since construction; engine thread, between steps.
   virtual StateSnapshotStats state_snapshot_stats() const { return {}; }
+  // MoBiLE little / fallback decode tokens since construction (MoE models); engine thread.
+  virtual MobileStats mobile_stats() const { return {}; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
   // Called on the engine thread after every step, and about once a second while idle: the
