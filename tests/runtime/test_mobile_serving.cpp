@@ -22,6 +22,8 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/residency/layer_weight_source.h"
+#include "engine/residency/weight_residency.h"
 #include "engine/sampling/sampling.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
@@ -179,11 +181,13 @@ class MobileServing : public ::testing::Test {
   // Submits every request (all at once, or each after the previous finished) and returns
   // their outputs in order.
   std::vector<Generated> serve(const std::vector<GenerationParams>& requests, engine::MobileSettings mobile,
-                               bool one_at_a_time = false, MobileStats* stats = nullptr) {
+                               bool one_at_a_time = false, MobileStats* stats = nullptr,
+                               engine::LayerWeightSource* weights = nullptr) {
     kernels::ThreadPool pool(2);
     const SchedulerConfig c = config();
     EngineRunnerOptions options;
     options.mobile = mobile;
+    options.weights = weights;
     EngineLoop loop(make_engine_runner(*model_, pool, c, options), *tokenizer_, c);
     loop.start();
     Collector collector;
@@ -309,6 +313,75 @@ TEST_F(MobileServing, RequestOverrideBeatsTheServerSettings) {
   ASSERT_EQ(on.size(), 2u);
   EXPECT_EQ(on[0], reference(*model_, reqs[0], 0));
   EXPECT_EQ(on[1], reference(*model_, reqs[3], 2));
+}
+
+// The model's mapping, recording what the forward acquires and what MoBiLE prefetches.
+class RecordingSource final : public engine::LayerWeightSource {
+ public:
+  explicit RecordingSource(const engine::Model& model) : mapped_(model) {}
+  Result<const engine::BlockWeights*> acquire_layer(int32_t layer) override { return mapped_.acquire_layer(layer); }
+  Result<std::vector<const engine::ExpertWeights*>> acquire_experts(int32_t layer,
+                                                                   std::span<const int32_t> experts) override {
+    if (layer == 0) layer0_.emplace_back(false, std::vector<int32_t>(experts.begin(), experts.end()));
+    return mapped_.acquire_experts(layer, experts);
+  }
+  Status prefetch_experts(int32_t layer, std::span<const int32_t> experts) override {
+    ++prefetches_;
+    if (layer == 0) layer0_.emplace_back(true, std::vector<int32_t>(experts.begin(), experts.end()));
+    return {};
+  }
+  void release_layer(int32_t) override {}
+  const kernels::WeightMatrix& token_embedding() const override { return mapped_.token_embedding(); }
+  const kernels::WeightMatrix& output() const override { return mapped_.output(); }
+
+  // Layer 0's expert requests in order: (prefetch?, ids).
+  std::vector<std::pair<bool, std::vector<int32_t>>> layer0_;
+  int prefetches_ = 0;
+
+ private:
+  engine::MappedWeights mapped_;
+};
+
+TEST_F(MobileServing, FallbackPrefetchesTheExpertsTheRecomputeUses) {
+  open(kEvalModel);
+  const std::vector<GenerationParams> reqs = {request(kEvalPrompts[0], 10, false)};
+  RecordingSource source(*model_);
+  MobileStats stats;
+  const auto out = serve(reqs, {engine::kMobileAuto, 1.0}, false, &stats, &source);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], reference(*model_, reqs[0], 0));
+  ASSERT_EQ(stats.fallback_tokens_total, 9);
+  // Every fallback prefetches its first MoE layer's experts, and the recompute asks for
+  // exactly those there (its input is the little pass's: nothing before layer 0's FFN
+  // depends on the experts); later layers' requests are predictions.
+  int prefetched = 0;
+  for (size_t i = 0; i < source.layer0_.size(); ++i) {
+    if (!source.layer0_[i].first) continue;
+    ++prefetched;
+    ASSERT_LT(i + 1, source.layer0_.size());
+    EXPECT_FALSE(source.layer0_[i + 1].first);
+    EXPECT_EQ(source.layer0_[i + 1].second, source.layer0_[i].second) << "fallback " << prefetched;
+    EXPECT_EQ(source.layer0_[i].second.size(), 4u);  // one token's top-4
+  }
+  EXPECT_EQ(prefetched, 9);
+  EXPECT_GE(source.prefetches_, 9 * 4);  // every MoE layer
+
+  // Through a real expert cache smaller than a step's experts, at a gamma in between: the
+  // tokens of the model's mapping (and with a cache holding every expert).
+  const auto mapped = serve(eval_requests(false), {engine::kMobileAuto, 0.99}, false, &stats);
+  engine::WeightResidencyOptions o;
+  o.expert_cache_bytes = 1;  // the fewest slots: the top-k
+  o.read_mode_probe_bytes = 0;
+  auto weights = engine::WeightResidency::create(*model_, std::vector<bool>(model_->config().n_layers, true), o);
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  ASSERT_TRUE((*weights)->expert_tier());
+  MobileStats cached_stats;
+  EXPECT_EQ(serve(eval_requests(false), {engine::kMobileAuto, 0.99}, false, &cached_stats, weights->get()), mapped);
+  EXPECT_EQ(cached_stats.fallback_tokens_total, stats.fallback_tokens_total);
+  o.expert_cache_bytes = 64 * (*weights)->expert_cache_stats().cache_bytes / 4;  // every expert
+  auto big = engine::WeightResidency::create(*model_, std::vector<bool>(model_->config().n_layers, true), o);
+  ASSERT_TRUE(big.ok()) << big.error().message;
+  EXPECT_EQ(serve(eval_requests(false), {engine::kMobileAuto, 0.99}, false, &cached_stats, big->get()), mapped);
 }
 
 TEST_F(MobileServing, InvalidOverridesAreRefusedAtSubmit) {
