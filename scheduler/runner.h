@@ -13,10 +13,10 @@
 // canvas's own commit rule (StepBatch::canvases, commit_canvases()). Canvas rows count
 // against the same token budget and use the same KV block pool as AR sequences.
 //
-// Room for the next wave (not implemented yet, the shapes are reserved here):
-// - MoE routing statistics: StepResult will gain per-layer expert hit counts (and the
-//   MoBiLE little/big fallbacks) for metrics and expert-cache prefetch; the scheduler
-//   only forwards them to the MetricsObserver.
+// MoE models: a runner may decode rows with MoBiLE (runtime/mobile_step.h; RowSampling::moe
+// overrides its settings per request); the rows' samplers still see exactly one set of
+// logits per row, the accepted one. Its little / fallback counts: mobile_stats().
+// Room for the next wave (not implemented yet): per-layer expert hit counts in StepResult.
 #pragma once
 
 #include <cstdint>
