@@ -20,6 +20,7 @@
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
 #include "server/observability/progress.h"
+#include "cli/mobile_flags.h"
 #include "cli/residency_flags.h"
 
 namespace spillway::cli {
@@ -37,6 +38,7 @@ struct BenchOptions {
   bool sampling = false;
   tools::SamplingBenchOptions sampling_options;
   ResidencyFlags residency;
+  MobileFlags mobile;  // MoE models: MoBiLE in the one-sequence decode
 };
 
 struct Peak {
@@ -295,6 +297,10 @@ int bench(const BenchOptions& o) {
   } else {
     j["residency"] = nullptr;  // --no-streaming: the plain engine on the file mapping
   }
+  if (engine::moe_top_k(cfg) > 0) {  // MoBiLE (one-sequence decode), under the metrics' names
+    j["mobile"] = {{"moe_little_tokens_total", r.mobile_little_tokens},
+                   {"moe_fallback_tokens_total", r.mobile_fallback_tokens}};
+  }
 
   if (o.json) {
     fmt::print("{}\n", j.dump());
@@ -389,8 +395,16 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Sequences in the --sampling decode step")
       ->check(CLI::Range(1, 1024))->capture_default_str();
   add_residency_flags(*cmd, opts->residency);
+  add_mobile_flags(*cmd, opts->mobile);
   cmd->callback([opts, &exit_code] {
     opts->sampling_options.repeats = opts->throughput.repeats;
+    auto mobile = mobile_settings(opts->mobile);
+    if (!mobile) {
+      fmt::print(stderr, "error: {}\n", mobile.error().message);
+      exit_code = 2;
+      return;
+    }
+    opts->throughput.mobile = *mobile;
     exit_code = bench(*opts);
   });
 }

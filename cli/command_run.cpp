@@ -15,6 +15,7 @@
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
 #include "server/observability/progress.h"
+#include "cli/mobile_flags.h"
 #include "cli/residency_flags.h"
 #include "cli/run_diffusion.h"
 
@@ -36,6 +37,7 @@ struct RunOptions {
   int32_t ctx_size = 0;
   bool json = false;
   ResidencyFlags residency;
+  MobileFlags mobile;             // MoE models: --moe-little-experts, --moe-fallback-confidence
   DiffusionRunOptions diffusion;  // diffusion models only (--diffusion-*)
 };
 
@@ -60,6 +62,11 @@ int run(const RunOptions& o) {
   auto residency_opts = residency_options(o.residency);
   if (!residency_opts) {
     fmt::print(stderr, "error: {}\n", residency_opts.error().message);
+    return 2;
+  }
+  auto mobile = mobile_settings(o.mobile);
+  if (!mobile) {
+    fmt::print(stderr, "error: {}\n", mobile.error().message);
     return 2;
   }
   const engine::LinuxMemorySource memory;
@@ -102,6 +109,7 @@ int run(const RunOptions& o) {
   gen.sampling.repetition_penalty = o.repetition_penalty;
   gen.sampling.seed = o.seed;
   gen.after_step = [&] { booted->between_steps(); };
+  gen.mobile = *mobile;
 
   engine::StreamingDetokenizer detok(**tokenizer, /*skip_special=*/true);
   std::string text;
@@ -152,6 +160,10 @@ int run(const RunOptions& o) {
         {"disk_read_bandwidth_at_start_bytes_per_second", setup.disk_bytes_per_second},
     };
     if (w.expert_tier()) j["experts"] = expert_json(engine::expert_cache_report(w.expert_cache_stats()));
+    if (engine::moe_top_k(cfg) > 0) {  // MoBiLE, under the metrics' names
+      j["mobile"] = {{"moe_little_tokens_total", result->mobile_little_tokens},
+                     {"moe_fallback_tokens_total", result->mobile_fallback_tokens}};
+    }
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}\n", tail);
@@ -190,6 +202,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--diffusion-alg-temp", opts->diffusion.alg_temp, "Diffusion: sample commit positions (0 = top)")
       ->check(CLI::NonNegativeNumber);
   add_residency_flags(*cmd, opts->residency);
+  add_mobile_flags(*cmd, opts->mobile);
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }
 

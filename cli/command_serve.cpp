@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/mobile_flags.h"
 #include "cli/residency_flags.h"
 #include "server/serve_options.h"
 #include "tools/demo_model.h"
@@ -33,6 +34,7 @@ std::function<std::string(std::string&)> size_transform() {
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ServeOptions>();
   auto residency = std::make_shared<ResidencyFlags>();
+  auto mobile = std::make_shared<MobileFlags>();
   auto log_format = std::make_shared<std::string>("text");
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve the OpenAI-compatible HTTP API (every flag can also be set as "
@@ -124,7 +126,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
           ->capture_default_str(),
       "SPILLWAY_SSE_KEEPALIVE");
   add_residency_flags(*cmd, *residency);
-  cmd->callback([o, residency, log_format, &exit_code] {
+  add_mobile_flags(*cmd, *mobile);
+  cmd->callback([o, residency, mobile, log_format, &exit_code] {
     ServeOptions options = *o;
     auto resolved = residency_options(*residency);
     if (!resolved) {
@@ -133,6 +136,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       return;
     }
     options.residency = *resolved;
+    auto mobile_resolved = mobile_settings(*mobile);
+    if (!mobile_resolved) {
+      fmt::print(stderr, "error: {}\n", mobile_resolved.error().message);
+      exit_code = 2;
+      return;
+    }
+    options.mobile = *mobile_resolved;
     options.write_demo_model = tools::write_default_demo_model;
     options.log_format = *log_format == "json" ? LogFormat::Json : LogFormat::Text;
     if (options.demo_model.empty()) options.demo_model = server::default_demo_model_path();

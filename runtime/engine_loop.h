@@ -55,6 +55,7 @@ struct EngineSnapshot {
   int32_t state_slots_used = 0;
   int32_t state_snapshots = 0;
   scheduler::StateSnapshotStats state_snapshot_stats;  // the runner's snapshot bytes and copies
+  scheduler::MobileStats mobile_stats;  // MoE models: MoBiLE little / fallback decode tokens
 };
 
 class EngineLoop {

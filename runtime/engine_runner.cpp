@@ -10,6 +10,7 @@
 #include "engine/state/recurrent_state.h"
 #include "engine/sampling/mask_prefetcher.h"
 #include "engine/sampling/sampling_pool.h"
+#include "runtime/mobile_step.h"
 #include "scheduler/step_plans.h"
 
 namespace spillway::runtime {
@@ -62,7 +63,9 @@ class EngineRunner final : public ModelRunner {
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
         sampling_(pool),
-        snapshots_(resolve_state_snapshots(config, cfg_)) {
+        snapshots_(resolve_state_snapshots(config, cfg_)),
+        weights_(options.weights),
+        mobile_(cfg_, options.mobile) {
     forward_.set_recurrent_state(&state_);
   }
 
@@ -79,7 +82,7 @@ class EngineRunner final : public ModelRunner {
       engine::MaskPrefetcher& p;
       ~WaitMasks() { p.wait(); }
     } wait_masks{prefetch_};
-    auto forwarded = forward_.execute(batch.forward);
+    auto forwarded = mobile_.run(forward_, state_, weights_, batch);  // a plain forward unless MoBiLE
     if (!forwarded) return forwarded.error();
     for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
@@ -102,6 +105,7 @@ class EngineRunner final : public ModelRunner {
     return s;
   }
   int32_t live_step_plans() const override { return plans_.live(); }
+  MobileStats mobile_stats() const override { return mobile_.stats(); }
   void between_steps() override {
     if (between_steps_) between_steps_();
   }
@@ -187,6 +191,8 @@ class EngineRunner final : public ModelRunner {
   engine::MaskPrefetcher prefetch_;  // structured output: masks during the forward
   std::vector<engine::TokenConstraint*> prefetch_jobs_;
   std::vector<engine::RecurrentState::Snapshot> snapshots_;  // the prefix cache's state snapshots
+  engine::LayerWeightSource* weights_;  // null: the model's mapping
+  MobileStep mobile_;                   // MoBiLE big-little decode rows
 };
 
 }  // namespace

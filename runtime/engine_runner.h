@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 
+#include "engine/forward/mobile_params.h"
 #include "engine/residency/layer_weight_source.h"
 #include "engine/model/model.h"
 #include "kernels/thread_pool.h"
@@ -51,6 +52,9 @@ struct EngineRunnerOptions {
   engine::LayerWeightSource* weights = nullptr;
   // Run by ModelRunner::between_steps (e.g. ResidencyController::on_step).
   std::function<void()> between_steps;
+  // MoBiLE (MoE models; runtime/mobile_step.h): the decode rows' little experts and
+  // fallback confidence, unless a request overrides them. Default off.
+  engine::MobileSettings mobile;
 };
 
 std::unique_ptr<ModelRunner> make_engine_runner(const engine::Model& model,

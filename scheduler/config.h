@@ -41,6 +41,9 @@ struct SchedulerConfig {
   // Structured output: the tokenizer's vocabulary as a trie (engine::build_token_trie, once
   // at load). Null: requests with a grammar are refused.
   std::shared_ptr<const grammar::TokenTrie> token_trie;
+  // MoE models: the largest top-k of its MoE layers (0: no MoE layers); MoBiLE's
+  // per-request little_experts may not exceed it.
+  int32_t moe_experts_used = 0;
 };
 
 // One engine step, for metrics.
@@ -58,6 +61,13 @@ struct StateSnapshotStats {
   int64_t restores_total = 0;    // snapshot -> state slot copies (StepBatch::state_restores)
   double save_seconds_total = 0.0;
   double restore_seconds_total = 0.0;
+};
+
+// MoBiLE big-little decoding (engine/forward/mobile_params.h) of a runner
+// (ModelRunner::mobile_stats), totals since start, for metrics.
+struct MobileStats {
+  int64_t little_tokens_total = 0;    // decode tokens accepted from the little pass
+  int64_t fallback_tokens_total = 0;  // decode tokens recomputed with the full top-k
 };
 
 class MetricsObserver {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/diffusion/params.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/sampling/sampling.h"
 #include "grammar/fsm.h"
 
@@ -38,6 +39,10 @@ struct GenerationParams {
   // matcher over this grammar; end-of-generation only where the grammar is complete. Needs
   // SchedulerConfig::token_trie; autoregressive models only.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // MoE models: this request's MoBiLE override (the body's "moe" object); unset: the
+  // engine's --moe-little-experts / --moe-fallback-confidence. little_experts may not
+  // exceed SchedulerConfig::moe_experts_used (checked at submit).
+  std::optional<engine::MobileRequest> moe;
 };
 
 // What a diffusion request cost so far (RequestUpdate::diffusion).

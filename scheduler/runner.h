@@ -13,10 +13,10 @@
 // canvas's own commit rule (StepBatch::canvases, commit_canvases()). Canvas rows count
 // against the same token budget and use the same KV block pool as AR sequences.
 //
-// Room for the next wave (not implemented yet, the shapes are reserved here):
-// - MoE routing statistics: StepResult will gain per-layer expert hit counts (and the
-//   MoBiLE little/big fallbacks) for metrics and expert-cache prefetch; the scheduler
-//   only forwards them to the MetricsObserver.
+// MoE models: a runner may decode rows with MoBiLE (runtime/mobile_step.h; RowSampling::moe
+// overrides its settings per request); the rows' samplers still see exactly one set of
+// logits per row, the accepted one. Its little / fallback counts: mobile_stats().
+// Room for the next wave (not implemented yet): per-layer expert hit counts in StepResult.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,7 @@
 #include "common/result.h"
 #include "engine/diffusion/canvas.h"
 #include "engine/forward/batch.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/sampling/sampling.h"
 #include "scheduler/config.h"
 
@@ -37,6 +38,8 @@ struct RowSampling {
   std::span<const int32_t> history;      // prompt + generated tokens of the choice
   int32_t n_prompt = 0;                  // how many of history are prompt
   std::span<const int32_t> banned;       // ids that must not be chosen (min_tokens)
+  // The request's MoBiLE override (GenerationParams::moe); null: the runner's settings.
+  const engine::MobileRequest* moe = nullptr;
 };
 
 // A diffusion canvas's rows in a step: logit rows [first_row, first_row + n_rows) of the
@@ -106,6 +109,8 @@ class ModelRunner {
   virtual int32_t n_state_snapshots() const { return 0; }
   // Totals since construction; engine thread, between steps.
   virtual StateSnapshotStats state_snapshot_stats() const { return {}; }
+  // MoBiLE little / fallback decode tokens since construction (MoE models); engine thread.
+  virtual MobileStats mobile_stats() const { return {}; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
   // Called on the engine thread after every step, and about once a second while idle: the

@@ -127,6 +127,17 @@ std::optional<SubmitRejection> Scheduler::validate(const GenerationParams& param
       return invalid(fmt::format("stop token id {} is out of range [0, {})", id, n_vocab_));
     }
   }
+  if (params.moe) {  // MoBiLE override
+    if (config_.moe_experts_used == 0) return invalid("moe: this model has no MoE layers");
+    const engine::MobileRequest& m = *params.moe;
+    if (m.little_experts && (*m.little_experts < engine::kMobileAuto || *m.little_experts > config_.moe_experts_used)) {
+      return invalid(fmt::format("moe.little_experts must be 'auto', 'off' or 1..{}, got {}",
+                                 config_.moe_experts_used, *m.little_experts));
+    }
+    if (m.fallback_confidence && !(*m.fallback_confidence >= 0.0 && *m.fallback_confidence <= 1.0)) {
+      return invalid(fmt::format("moe.fallback_confidence must be in [0, 1], got {}", *m.fallback_confidence));
+    }
+  }
   if (params.diffusion || config_.diffusion_model) return validate_canvas(params);
   return std::nullopt;
 }
@@ -488,6 +499,7 @@ void Scheduler::build_batch() {
       ChoiceOutput& out = r.choices[c];
       fb.logit_rows.push_back(row);
       batch_.rows.push_back(RowSampling{&out.sampler(), seq->tokens, r.n_prompt, out.banned()});
+      if (r.params.moe) batch_.rows.back().moe = &*r.params.moe;  // MoBiLE override
       row_owner_.emplace_back(seq, c);
     }
   }

@@ -78,6 +78,26 @@ api::ApiResult<scheduler::GenerationParams> make_generation_params(
                                           "diffusion models (llada, dream) only.",
                                           f.diffusion.given));
   }
+  if (f.moe.given) {  // MoBiLE override (api/requests/moe_fields.h)
+    if (limits.moe_experts_used == 0) {
+      return api::invalid_value("moe", "Invalid 'moe': this model has no MoE layers; 'moe' applies to "
+                                       "mixture-of-experts models only.");
+    }
+    if (f.moe.little_experts && *f.moe.little_experts > limits.moe_experts_used) {
+      return api::invalid_value("moe.little_experts",
+                                fmt::format("Invalid 'moe.little_experts': {} is more than the model's {} "
+                                            "experts per token.",
+                                            *f.moe.little_experts, limits.moe_experts_used));
+    }
+    engine::MobileRequest m;
+    if (f.moe.little_experts) {
+      m.little_experts = *f.moe.little_experts == api::MoeFields::kAuto ? engine::kMobileAuto
+                         : *f.moe.little_experts == api::MoeFields::kOff ? engine::kMobileOff
+                                                                          : *f.moe.little_experts;
+    }
+    m.fallback_confidence = f.moe.fallback_confidence;
+    p.moe = m;
+  }
   if (limits.diffusion && (logprobs.logprobs || logprobs.top_logprobs > 0)) {
     return api::invalid_value("logprobs", "Invalid 'logprobs': a diffusion model does not report logprobs.");
   }

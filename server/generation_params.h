@@ -17,6 +17,7 @@ struct ModelLimits {
   int32_t n_vocab = 0;
   int32_t max_context = 0;
   bool diffusion = false;  // a diffusion model: the `diffusion` fields apply, logprobs do not
+  int32_t moe_experts_used = 0;  // MoE models: the top-k (the `moe` field applies); 0: none
 };
 
 struct LogprobRequest {

@@ -42,6 +42,9 @@ class ModelBackend {
   // A masked-diffusion model: requests are canvases (engine/diffusion), the `diffusion`
   // request fields apply.
   virtual bool diffusion_model() const { return false; }
+  // MoE models: the largest top-k of the MoE layers (0: none); the `moe` request field
+  // (MoBiLE) applies to MoE models only.
+  virtual int32_t moe_experts_used() const { return 0; }
 };
 
 }  // namespace spillway::server

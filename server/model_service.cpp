@@ -157,6 +157,9 @@ Status ModelService::load() {
   runtime::EngineRunnerOptions runner_options;
   runner_options.weights = engine_parts_->weights();
   runner_options.between_steps = [this] { between_steps(); };
+  runner_options.mobile = options_.mobile;
+  sc.moe_experts_used = engine::moe_top_k(cfg);
+  moe_experts_used_.store(sc.moe_experts_used, std::memory_order_release);
   auto runner = runtime::make_engine_runner(*model_, *engine_parts_->pool, sc, std::move(runner_options));
   {
     std::lock_guard lock(engine_mu_);

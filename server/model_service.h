@@ -56,6 +56,7 @@ class ModelService final : public ModelBackend {
   int32_t max_context() const override { return max_context_; }
   int32_t n_vocab() const override { return n_vocab_; }
   bool diffusion_model() const override { return diffusion_model_.load(std::memory_order_acquire); }
+  int32_t moe_experts_used() const override { return moe_experts_used_.load(std::memory_order_acquire); }
 
  private:
   Status ensure_demo_model();
@@ -80,6 +81,7 @@ class ModelService final : public ModelBackend {
   int32_t max_context_ = 0;
   int32_t n_vocab_ = 0;
   std::atomic<bool> diffusion_model_{false};  // set at load
+  std::atomic<int32_t> moe_experts_used_{0};  // set at load
   std::mutex engine_mu_;  // engine_ creation vs snapshot() / stop()
   std::atomic<bool> engine_started_{false};
   std::atomic<bool> stopped_{false};

@@ -228,7 +228,7 @@ void Router::chat_completions(const std::shared_ptr<HttpExchange>& exchange) {
   const bool tools = req.parse_tool_calls();
   api::ApiResult<scheduler::GenerationParams> params = make_generation_params(
       req.sampling, std::move(prompt), {req.logprobs, req.top_logprobs}, /*skip_special_default=*/!tools,
-      {service.n_vocab(), service.max_context(), service.diffusion_model()}, "messages");
+      {service.n_vocab(), service.max_context(), service.diffusion_model(), service.moe_experts_used()}, "messages");
   if (!params) return respond_error(*exchange, params.error());
   if (req.forced_tool_calls() || req.structured.active()) {
     GrammarResult g = req.forced_tool_calls() ? compile_tool_calls(req, tool_call_syntax(service.tokenizer()))
@@ -292,7 +292,7 @@ void Router::completions(const std::shared_ptr<HttpExchange>& exchange) {
     const LogprobRequest lp{req.logprobs.has_value(), req.logprobs.value_or(0)};
     api::ApiResult<scheduler::GenerationParams> params = make_generation_params(
         req.sampling, std::move(ids), lp, /*skip_special_default=*/true,
-        {service.n_vocab(), service.max_context(), service.diffusion_model()}, param);
+        {service.n_vocab(), service.max_context(), service.diffusion_model(), service.moe_experts_used()}, param);
     if (!params) return respond_error(*exchange, params.error());
     params->grammar = constraint;
     prompts.push_back(std::move(*params));

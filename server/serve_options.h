@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "common/result.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/residency/residency_plan.h"
 
 namespace spillway::server {
@@ -41,6 +42,7 @@ struct ServeOptions {
   // 0: off (output is buffered until the write timeout).
   uint64_t max_unsent_stream_bytes = 256 * 1024;
   engine::ResidencyOptions residency;  // --memory-budget and friends (README, "Models bigger than memory")
+  engine::MobileSettings mobile;       // MoE models: --moe-little-experts, --moe-fallback-confidence
   // Writes the demo model at a path (with progress) when `model` is empty; supplied by cli/
   // (tools/ builds it; server/ does not depend on tools/). Called on the loader thread.
   std::function<Status(const std::string& path,

@@ -1,5 +1,9 @@
 #include "tools/generator.h"
 
+#include <algorithm>
+
+#include "tools/mobile_decode.h"
+
 #include <chrono>
 #include <vector>
 
@@ -48,12 +52,16 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   std::vector<float> logits(n_vocab);
   ForwardBatch batch;
 
-  auto run_step = [&](std::span<const int32_t> tokens, int64_t start, bool want_logits) -> Status {
+  const int32_t little =
+      engine::resolve_little_experts(options.mobile.little_experts, engine::moe_top_k(model_.config()));
+  auto run_step = [&](std::span<const int32_t> tokens, int64_t start, bool want_logits, bool decode = false) -> Status {
     batch.clear();
     batch.add_sequence(tokens.data(), static_cast<int32_t>(tokens.size()), start, block_table_);
     batch.sequences.back().state_slot = 0;
     if (want_logits) batch.logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    auto out = forward_.execute(batch);
+    auto out = decode ? mobile_decode_step(forward_, state_, batch, little, options.mobile.fallback_confidence,
+                                           &result.mobile_little_tokens, &result.mobile_fallback_tokens)
+                      : forward_.execute(batch);
     if (!out) return out.error();
     if (want_logits) std::copy(out->begin(), out->begin() + n_vocab, logits.begin());
     if (options.after_step) options.after_step();
@@ -71,7 +79,7 @@ Result<GenerateResult> Generator::generate(std::span<const int32_t> prompt,
   start = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < options.max_tokens; ++i) {
     if (i > 0) {
-      SPILLWAY_TRY(run_step(std::span<const int32_t>(&history.back(), 1), history.size() - 1, true));
+      SPILLWAY_TRY(run_step(std::span<const int32_t>(&history.back(), 1), history.size() - 1, true, /*decode=*/true));
     }
     const SampledToken next = sampler.sample(logits.data(), n_vocab, history, prompt.size());
     if (options.stop_at_end_of_generation && tokenizer &&

@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
@@ -30,6 +31,8 @@ struct GenerateOptions {
   int32_t prefill_chunk = 512;  // prompt tokens per forward step
   // Called after every forward step, between steps (e.g. ResidencyController::on_step).
   std::function<void()> after_step;
+  // MoE models: MoBiLE big-little decode steps (tools/mobile_decode.h mobile_decode_step).
+  engine::MobileSettings mobile;
 };
 
 struct GenerateResult {
@@ -37,6 +40,8 @@ struct GenerateResult {
   double prompt_seconds = 0.0;     // wall time of the prompt's forward steps
   double generate_seconds = 0.0;   // wall time of the decode steps (after the first token)
   bool stopped_at_end = false;
+  int64_t mobile_little_tokens = 0;    // MoBiLE: decode steps accepted from the little pass
+  int64_t mobile_fallback_tokens = 0;  // and recomputed with the full k
 };
 
 class Generator {

@@ -6,22 +6,32 @@
 #include <fmt/format.h>
 
 #include "engine/forward/forward.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/state/recurrent_state.h"
 #include "engine/state/kv_cache.h"
 
 namespace spillway::tools {
 
-namespace {
+using engine::top_probability;
 
-// max softmax(logits), in double.
-double top_probability(std::span<const float> logits) {
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double z = 0;
-  for (float l : logits) z += std::exp(double(l) - double(mx));
-  return 1.0 / z;
+Result<std::span<const float>> mobile_decode_step(engine::ForwardPass& forward, engine::RecurrentState& state,
+                                                  const engine::ForwardBatch& batch, int32_t little, double gamma,
+                                                  int64_t* little_tokens, int64_t* fallback_tokens) {
+  if (little <= 0) return forward.execute(batch);
+  forward.moe_ffn().set_experts_used_override(little);
+  auto out = forward.execute(batch);
+  forward.moe_ffn().set_experts_used_override(0);
+  if (!out) return out;
+  if (!engine::mobile_falls_back(*out, gamma)) {
+    ++*little_tokens;
+    return out;
+  }
+  if (state.n_layers() > 0 && !state.rollback(batch.sequences[0].state_slot)) {
+    return Error{"MoBiLE fallback: no recurrent-state step to roll back"};
+  }
+  ++*fallback_tokens;
+  return forward.execute(batch);
 }
-
-}  // namespace
 
 Result<MobileResult> mobile_generate(const engine::Model& model, kernels::ThreadPool& pool,
                                      const std::vector<int32_t>& prompt, const MobileOptions& o) {

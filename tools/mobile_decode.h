@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::tools {
@@ -31,6 +33,15 @@ struct MobileResult {
   int32_t fallback_tokens = 0;       // decode steps recomputed with the full k
   std::vector<std::vector<float>> logits;  // per generated token, the logits it came from
 };
+
+// One MoBiLE decode step of a single-sequence batch with one logit row (`spillway run` and
+// `bench`): with little > 0 the batch runs with `little` experts and, when the top softmax
+// probability of its logits is <= gamma, again with the full k after rolling the
+// sequence's recurrent-state slot back (hybrids). little <= 0: a plain forward. Counts
+// into *little_tokens / *fallback_tokens. The logits are valid until the next forward.
+Result<std::span<const float>> mobile_decode_step(engine::ForwardPass& forward, engine::RecurrentState& state,
+                                                  const engine::ForwardBatch& batch, int32_t little, double gamma,
+                                                  int64_t* little_tokens, int64_t* fallback_tokens);
 
 Result<MobileResult> mobile_generate(const engine::Model& model, kernels::ThreadPool& pool,
                                      const std::vector<int32_t>& prompt, const MobileOptions& options);

@@ -9,6 +9,7 @@
 #include "engine/forward/forward.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
+#include "tools/mobile_decode.h"
 
 namespace spillway::tools {
 
@@ -59,6 +60,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
 
   ThroughputResult r;
   r.batch = batch > 1 ? batch : 0;
+  const int32_t little = engine::resolve_little_experts(o.mobile.little_experts, engine::moe_top_k(c));
   for (const engine::BlockWeights& l : model.layers()) {
     l.for_each_matrix([&](const kernels::WeightMatrix& w) {
       r.weight_bytes_per_step += matrix_bytes(w);
@@ -129,7 +131,13 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
       fb.add_sequence(&next, 1, o.prompt_tokens + i, table(0));
       fb.sequences.back().state_slot = 0;
       fb.logit_rows.push_back(0);
-      logits = step(fb);
+      if (little > 0) {
+        logits = mobile_decode_step(forward, state, fb, little, o.mobile.fallback_confidence, &r.mobile_little_tokens,
+                                    &r.mobile_fallback_tokens);
+        if (after_step) after_step();
+      } else {
+        logits = step(fb);
+      }
       if (!logits) return logits.error();
       next = argmax(*logits);
     }

@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/mobile_params.h"
 #include "engine/residency/layer_weight_source.h"
 #include "engine/model/model.h"
 #include "kernels/thread_pool.h"
@@ -27,6 +28,9 @@ struct ThroughputOptions {
   int32_t repeats = 3;
   uint64_t seed = 1;
   bool profile = false;  // also time the parts of the forward (ThroughputResult::*_profile)
+  // MoE models: MoBiLE big-little steps in the one-sequence decode (the batched decode
+  // runs the full k).
+  engine::MobileSettings mobile;
 };
 
 struct ThroughputResult {
@@ -39,6 +43,7 @@ struct ThroughputResult {
   double kv_bytes_per_decode_token = 0;   // KV read at the mean decode context
   double ops_per_prefill_token = 0;       // 2 x matrix MACs + attention, at the mean context
   std::vector<double> pp_samples, tg_samples;  // per repeat, tokens per second
+  int64_t mobile_little_tokens = 0, mobile_fallback_tokens = 0;  // MoBiLE, one-sequence decode
   // With ThroughputOptions::profile: wall time per part of the forward, summed over repeats.
   engine::ForwardProfile pp_profile, tg_profile, batch_profile;
 };

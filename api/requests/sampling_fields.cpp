@@ -143,6 +143,7 @@ void read_sampling_fields(FieldReader& body, SamplingFields& out, bool chat) {
   }
   if (auto v = body.string("user")) out.user = std::move(*v);
   read_diffusion_fields(body, out.diffusion);
+  read_moe_fields(body, out.moe);
 }
 
 }  // namespace spillway::api

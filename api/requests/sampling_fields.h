@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/requests/diffusion_fields.h"
+#include "api/requests/moe_fields.h"
 #include "api/requests/json_fields.h"
 
 namespace spillway::api {
@@ -36,6 +37,7 @@ struct SamplingFields {
   bool include_usage = false;           // stream_options.include_usage
   std::optional<std::string> user;
   DiffusionFields diffusion;            // diffusion models (diffusion_fields.h)
+  MoeFields moe;                        // MoE models: MoBiLE override (moe_fields.h)
 };
 
 inline constexpr int32_t kMaxStopStrings = 4;

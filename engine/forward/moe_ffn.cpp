@@ -49,6 +49,12 @@ MoeFfn::MoeFfn(const ModelConfig& config) : cfg_(config) {
   }
 }
 
+void MoeFfn::record_full_routing(bool on) {
+  record_full_routing_ = on;
+  full_routing_.resize(cfg_.layers.size());
+  for (auto& r : full_routing_) r.clear();
+}
+
 void MoeFfn::ensure_capacity(int32_t n_tokens) {
   if (max_expert_ == 0 || n_tokens <= token_capacity_) return;
   token_capacity_ = n_tokens;
@@ -99,7 +105,19 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   const int32_t n_tokens = ctx.n_tokens;
   const int32_t d = cfg_.n_embd;
   const int32_t n_expert = spec.n_expert;
-  const int32_t k = used_override_ > 0 ? std::min(used_override_, spec.n_expert_used) : spec.n_expert_used;
+  const int32_t k_step = used_override_ > 0 ? std::min(used_override_, spec.n_expert_used) : spec.n_expert_used;
+  // Per token its expert count (MoBiLE's little rows: token_used_); k = the largest, the
+  // stride of sel_ids_ / sel_w_ / slot_out_.
+  const bool per_token = !token_used_.empty();
+  assert(!per_token || token_used_.size() == size_t(n_tokens));
+  auto k_of = [&](int32_t t) {
+    return per_token && token_used_[t] > 0 ? std::min(token_used_[t], spec.n_expert_used) : k_step;
+  };
+  int32_t k = k_step;
+  if (per_token) {
+    k = 1;
+    for (int32_t t = 0; t < n_tokens; ++t) k = std::max(k, k_of(t));
+  }
   assert(n_tokens <= token_capacity_ && n_expert <= max_expert_ && k >= 1);
   const bool shared = w.has_shared();
 
@@ -123,15 +141,29 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
 
   // 2. Route every token.
   for (int32_t t = 0; t < n_tokens; ++t) {
-    moe_route(logits_.data + size_t(t) * n_expert, n_expert, k, spec.moe_renormalize, spec.expert_weights_scale,
-              probs_.data, sel_ids_.data() + size_t(t) * k, sel_w_.data() + size_t(t) * k);
+    const int32_t kt = k_of(t);
+    const float* router_logits = logits_.data + size_t(t) * n_expert;
+    moe_route(router_logits, n_expert, kt, spec.moe_renormalize, spec.expert_weights_scale, probs_.data,
+              sel_ids_.data() + size_t(t) * k, sel_w_.data() + size_t(t) * k);
+    std::fill(sel_ids_.begin() + size_t(t) * k + kt, sel_ids_.begin() + size_t(t + 1) * k, -1);
+    if (record_full_routing_ && kt < spec.n_expert_used) {
+      // What the full top-k of this token would be at this layer (MoBiLE's fallback prefetch).
+      full_ids_tmp_.resize(spec.n_expert_used);
+      full_w_tmp_.resize(spec.n_expert_used);
+      moe_route(router_logits, n_expert, spec.n_expert_used, spec.moe_renormalize, spec.expert_weights_scale,
+                probs_.data, full_ids_tmp_.data(), full_w_tmp_.data());
+      auto& rec = full_routing_[layer];
+      for (int32_t j = 0; j < spec.n_expert_used; ++j) rec.push_back({t, full_ids_tmp_[j]});
+    }
   }
   last_routed_ = size_t(n_tokens) * k;
   last_k_ = k;
 
   // 3. Group the (token, slot) pairs by expert, tokens ascending within an expert.
   std::fill(expert_begin_.begin(), expert_begin_.begin() + n_expert + 1, 0);
-  for (size_t i = 0; i < last_routed_; ++i) ++expert_begin_[sel_ids_[i] + 1];
+  for (size_t i = 0; i < last_routed_; ++i) {
+    if (sel_ids_[i] >= 0) ++expert_begin_[sel_ids_[i] + 1];
+  }
   for (int32_t e = 0; e < n_expert; ++e) expert_begin_[e + 1] += expert_begin_[e];
   used_ids_.clear();
   for (int32_t e = 0; e < n_expert; ++e) {
@@ -140,7 +172,7 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
   if (on_route) on_route(layer, used_ids_);
   cursor_.assign(expert_begin_.begin(), expert_begin_.begin() + n_expert);
   for (int32_t t = 0; t < n_tokens; ++t) {
-    for (int32_t j = 0; j < k; ++j) {
+    for (int32_t j = 0, kt = k_of(t); j < kt; ++j) {
       const int32_t at = cursor_[sel_ids_[size_t(t) * k + j]]++;
       pair_token_[at] = t;
       pair_slot_[at] = t * k + j;
@@ -213,7 +245,7 @@ Status MoeFfn::run(const StepContext& ctx, const LayerSpec& spec, const MoeFfnWe
         const float* wt = sel_w_.data() + t * k;
         const float* y0 = slot_out_.data + size_t(t * k) * d;
         for (int32_t c = 0; c < d; ++c) o[c] = wt[0] * y0[c];
-        for (int32_t j = 1; j < k; ++j) {
+        for (int32_t j = 1, kt = k_of(static_cast<int32_t>(t)); j < kt; ++j) {
           const float* y = slot_out_.data + size_t(t * k + j) * d;
           const float wj = wt[j];
           for (int32_t c = 0; c < d; ++c) o[c] += wj * y[c];

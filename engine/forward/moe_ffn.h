@@ -57,13 +57,31 @@ class MoeFfn {
   // Overrides every MoE layer's n_expert_used for the following runs (0: the spec's
   // value; else clamped to [1, spec.n_expert_used]). MoBiLE's little pass runs with K/2.
   void set_experts_used_override(int32_t k) { used_override_ = k; }
+  // Per token of the following runs' batch (indexed like ForwardBatch::tokens): its experts
+  // used (0: as above; else clamped to [1, spec.n_expert_used]); empty: none. MoBiLE's
+  // little decode rows beside full-k prefill rows in one step. A token's output equals a
+  // run where every token uses its count. The span must stay valid while it is set.
+  void set_token_experts_used(std::span<const int32_t> k) { token_used_ = k; }
+
+  // While on, every run records per MoE layer the full top-k (token, expert) pairs of the
+  // tokens that ran with fewer experts: what a MoBiLE fallback of those tokens will most
+  // likely ask the expert source for (exact at the first MoE layer; later layers' inputs
+  // differ). Turning it on clears the records.
+  void record_full_routing(bool on);
+  struct RoutedPair {
+    int32_t token;
+    int32_t expert;
+  };
+  // [layer] -> pairs, in token order (each token's full top-k in descending probability).
+  const std::vector<std::vector<RoutedPair>>& full_routing() const { return full_routing_; }
 
   // Called on every run with the layer and the distinct experts its step uses (ascending):
   // what an expert cache is asked for. Routing traces (tools/expert_trace.h). Empty: none.
   std::function<void(int32_t layer, std::span<const int32_t> experts)> on_route;
 
-  // Per (token, slot) of the last run: the expert ids chosen ([n_tokens, k] row-major),
-  // for tests and routing traces. Valid until the next run.
+  // Per (token, slot) of the last run: the expert ids chosen ([n_tokens, k] row-major, k
+  // the largest count of the run; -1 past a token's own count), for tests and routing
+  // traces. Valid until the next run.
   std::span<const int32_t> last_routing() const { return {sel_ids_.data(), last_routed_}; }
   int32_t last_experts_used() const { return last_k_; }
 
@@ -72,6 +90,11 @@ class MoeFfn {
   int32_t max_expert_ = 0, max_used_ = 0, max_ff_expert_ = 0, max_ff_shared_ = 0;
   int32_t token_capacity_ = 0;
   int32_t used_override_ = 0;
+  std::span<const int32_t> token_used_;
+  bool record_full_routing_ = false;
+  std::vector<std::vector<RoutedPair>> full_routing_;
+  std::vector<int32_t> full_ids_tmp_;
+  std::vector<float> full_w_tmp_;
   size_t last_routed_ = 0;
   int32_t last_k_ = 0;
 

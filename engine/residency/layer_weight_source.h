@@ -53,6 +53,12 @@ class LayerWeightSource {
   // between waves.
   virtual void release_experts(int32_t layer) {}
   virtual int32_t max_experts_per_acquire() const { return std::numeric_limits<int32_t>::max(); }
+  // A hint between steps (nothing acquired): experts `experts` (distinct, at most
+  // max_experts_per_acquire()) of MoE layer `layer` are likely acquired by the next step
+  // (MoBiLE's fallback, from the discarded pass's router scores). A source with an expert
+  // cache reads the missing ones now, in parallel; the others do nothing (the default). An
+  // Error when a read failed (it names the file).
+  virtual Status prefetch_experts(int32_t layer, std::span<const int32_t> experts) { return {}; }
   virtual void release_layer(int32_t layer) = 0;
   // The matrices `ms` of the acquired layer `layer` that the next kernel call reads, in the
   // order the forward consumes them: their `data` is valid until release_matrices(layer, ms)

@@ -441,6 +441,14 @@ void WeightResidency::release_experts(int32_t layer) {
   if (experts_) experts_->release(layer);
 }
 
+Status WeightResidency::prefetch_experts(int32_t layer, std::span<const int32_t> experts) {
+  if (!experts_ || experts.empty()) return {};
+  auto views = experts_->acquire(layer, experts);
+  if (views) experts_->release(layer);  // a failed acquire has unpinned them itself
+  if (!views) return views.error();
+  return {};
+}
+
 int32_t WeightResidency::max_experts_per_acquire() const {
   return experts_ ? experts_->max_pin() : LayerWeightSource::max_experts_per_acquire();
 }

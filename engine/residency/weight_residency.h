@@ -103,6 +103,8 @@ class WeightResidency final : public LayerWeightSource {
   Status wait_expert(int32_t layer, size_t index) override;
   void release_experts(int32_t layer) override;
   int32_t max_experts_per_acquire() const override;
+  // With the expert tier: acquires (reads the misses in parallel) and releases at once.
+  Status prefetch_experts(int32_t layer, std::span<const int32_t> experts) override;
   void release_layer(int32_t layer) override;
   Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
   void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;

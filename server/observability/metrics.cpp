@@ -117,6 +117,16 @@ struct ServerMetrics::Impl {
       .Register(*registry);
   Counter& snapshot_save_seconds = snapshot_copy_seconds.Add({{"op", "save"}});
   Counter& snapshot_restore_seconds = snapshot_copy_seconds.Add({{"op", "restore"}});
+  // MoBiLE big-little decoding (MoE models, runtime/mobile_step.h).
+  Counter& moe_little_tokens = prometheus::BuildCounter()
+      .Name("spillway_moe_little_tokens_total")
+      .Help("MoBiLE: decode tokens accepted from the little pass (fewer experts)")
+      .Register(*registry).Add({});
+  Counter& moe_fallback_tokens = prometheus::BuildCounter()
+      .Name("spillway_moe_fallback_tokens_total")
+      .Help("MoBiLE: decode tokens recomputed with the full top-k after a low-confidence little pass")
+      .Register(*registry).Add({});
+  scheduler::MobileStats mobile_counted;  // cumulative values already counted (render, under mu)
   Counter& preemptions = prometheus::BuildCounter()
       .Name("spillway_preemptions_total")
       .Help("Sequences preempted for lack of KV blocks")
@@ -500,6 +510,9 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     advance(impl_->snapshot_restores, st.restores_total, counted.restores_total);
     advance(impl_->snapshot_save_seconds, st.save_seconds_total, counted.save_seconds_total);
     advance(impl_->snapshot_restore_seconds, st.restore_seconds_total, counted.restore_seconds_total);
+    advance(impl_->moe_little_tokens, s.mobile_stats.little_tokens_total, impl_->mobile_counted.little_tokens_total);
+    advance(impl_->moe_fallback_tokens, s.mobile_stats.fallback_tokens_total,
+            impl_->mobile_counted.fallback_tokens_total);
     impl_->vllm_running.Set(s.running);
     impl_->vllm_waiting.Set(s.waiting);
     impl_->vllm_kv_usage.Set(usage);
