@@ -194,10 +194,10 @@ def mmap_arm(path, cg, tokens):
     return json.loads(r.stdout), None
 
 
-def spillway_arm(spillway, path, cg, args):
+def spillway_arm(spillway, path, cg, args, read_mode="auto"):
     cmd = [spillway, "bench", "--model", path, "--memory-budget", "auto", "--prompt-tokens", str(args.prompt),
            "--gen-tokens", str(args.gen), "--batch", str(args.batch), "--repeat", "1", "--threads",
-           str(args.threads), "--json", "--no-probe"]
+           str(args.threads), "--json", "--no-probe", "--read-mode", read_mode]
     r = cg.run(cmd)
     if r.returncode != 0:
         return None, f"exit {r.returncode}: {r.stderr.strip()[-400:]}"
@@ -225,6 +225,15 @@ def fmt_left(left):
     return "unchecked (no fincore)" if left is None else f"{left / MIB:.1f} MiB"
 
 
+def spillway_arms(args):
+    """One Spillway arm per --read-modes entry: "spillway" for auto, "spillway-MODE" otherwise."""
+    return ["spillway" if m == "auto" else f"spillway-{m}" for m in args.read_modes]
+
+
+def read_mode_of(arm):
+    return arm.split("-", 1)[1] if "-" in arm else "auto"
+
+
 def limited_arms(spillway, parent, key, path, args):
     label = MODELS[key][0]
     size = os.path.getsize(path)
@@ -235,7 +244,7 @@ def limited_arms(spillway, parent, key, path, args):
     for rep in range(args.rounds):
         # dd before and after the engines: the virtual disks these runs see change speed
         # within minutes, so the bound is the better of the two.
-        for arm in ("disk", "disk4", "mmap", "spillway", "disk", "disk4"):
+        for arm in ("disk", "disk4", "mmap", *spillway_arms(args), "disk", "disk4"):
             left = evict(path)
             with Cgroup(parent, f"{key}-{arm}", limit) as cg:
                 oom0 = cg.oom_kills()
@@ -245,7 +254,7 @@ def limited_arms(spillway, parent, key, path, args):
                 elif arm == "mmap":
                     out, err = mmap_arm(path, cg, args.gen)
                 else:
-                    out, err = spillway_arm(spillway, path, cg, args)
+                    out, err = spillway_arm(spillway, path, cg, args, read_mode_of(arm))
                 rows.setdefault(arm, []).append({"out": out, "err": err, "left": left, "peak": cg.peak_bytes(),
                                                  "oom": cg.oom_kills() - oom0, "wall": time.time() - t0})
             print(f"(round {rep + 1}: {arm} done in {time.time() - t0:.0f} s; page cache before it "
@@ -280,8 +289,23 @@ def report_model(key, limit, rows, args):
               f"{max(r['peak'] for r in mm) / MIB:.0f} MiB | {sum(r['oom'] for r in rows['mmap'])} |")
     else:
         print(f"| plain mmap reader | failed: {rows['mmap'][0]['err']} | | | | | | | |")
-    sp = [r for r in rows["spillway"] if r["out"]]
     result = {"disk": disk, "mmap_tps": mmap_tps}
+    notes = []
+    for arm in spillway_arms(args):
+        result[arm], arm_notes = report_spillway_arm(arm, rows[arm], disk, mmap_tps, mmap_read_rate, args)
+        notes += arm_notes
+    print()
+    for line in notes:
+        print(line)
+    print()
+    return result
+
+
+def report_spillway_arm(arm, runs, disk, mmap_tps, mmap_read_rate, args):
+    """Prints one table row for a Spillway arm's runs; returns its figures and the notes to print
+    under the table."""
+    sp = [r for r in runs if r["out"]]
+    result, notes = {}, []
     if sp:
         tg = statistics.median(r["out"]["tg_tokens_per_second"] for r in sp)
         res = [r["out"]["residency"] for r in sp]
@@ -291,31 +315,29 @@ def report_model(key, limit, rows, args):
         resident = ", ".join(f"{x['planned_resident_layers']} → {x['resident_layers']}" for x in res)
         sheds = ", ".join(f"{x['residency_shed_total']} / {x['residency_readmit_total']}" for x in res)
         own_disk = statistics.median(x.get("disk_read_bytes_per_second", 0) for x in res)
-        print(f"| spillway `--memory-budget auto` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
+        print(f"| spillway `--memory-budget auto --read-mode {read_mode_of(arm)}` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
               f"streamed per step) "
               f"| **{100 * tg / bound:.0f}%** | {batch:.3f} | {resident} of {sp[0]['out']['layers']} | {sheds} "
-              f"| {max(r['peak'] for r in sp) / MIB:.0f} MiB | {sum(r['oom'] for r in rows['spillway'])} |")
-        print()
-        print(f"spillway's own start-up disk probe: {own_disk / 1e6:.0f} MB/s; budget "
+              f"| {max(r['peak'] for r in sp) / MIB:.0f} MiB | {sum(r['oom'] for r in runs)} |")
+        notes.append(f"{arm}: spillway's own start-up disk probe: {own_disk / 1e6:.0f} MB/s; budget "
               f"{res[0]['budget_bytes'] / MIB:.0f} MiB (available at start "
               f"{res[0]['memory_available_bytes_at_start'] / MIB:.0f} MiB less the pressure floor "
               f"{res[0]['pressure_floor_bytes'] / MIB:.0f} MiB).")
         if mmap_read_rate > disk:
-            print(f"Against the fastest disk read seen in this run (the mmap reader's readahead, "
+            notes.append(f"{arm}: against the fastest disk read seen in this run (the mmap reader's readahead, "
                   f"{mmap_read_rate / 1e6:.0f} MB/s): decode at {100 * tg * streamed / mmap_read_rate:.0f}% of "
                   f"{mmap_read_rate / streamed:.3f} tok/s.")
         if mmap_tps:
-            print(f"spillway / plain mmap decode: **{tg / mmap_tps:.2f}×**.")
+            notes.append(f"{arm}: spillway / plain mmap decode: **{tg / mmap_tps:.2f}×**.")
         events = [e for x in res for e in x["residency_events"]]
         for e in events:
-            print(f"- event at {e['seconds']:.1f} s (step {e['step']}): {e['reason']}, shed {e['layers_shed']}, "
+            notes.append(f"- {arm}: event at {e['seconds']:.1f} s (step {e['step']}): {e['reason']}, shed {e['layers_shed']}, "
                   f"re-admitted {e['layers_readmitted']}, {e['resident_layers_after']} resident, "
                   f"{e['available_bytes'] / MIB:.0f} MiB available (floor {e['floor_bytes'] / MIB:.0f} MiB)")
         result.update(tg=tg, bound=bound, batch=batch)
     else:
-        print(f"| spillway | failed: {rows['spillway'][0]['err']} | | | | | | | |")
-    print()
-    return result
+        print(f"| {arm} | failed: {runs[0]['err']} | | | | | | | |")
+    return result, notes
 
 
 def batch_sweep(spillway, parent, path, args):
@@ -407,7 +429,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a ~0.6 GB model, 4 tokens, batch 4")
     ap.add_argument("--batch-sweep", action="store_true", help="aggregate tok/s vs sequences per step")
     ap.add_argument("--sweeps", action="store_true", help="the older unlimited sweeps (F16 model)")
+    ap.add_argument("--read-modes", default="auto",
+                    help="comma-separated Spillway arms by --read-mode: auto, direct, buffered "
+                         "(e.g. direct,buffered to compare O_DIRECT with buffered reads in one run)")
     a = ap.parse_args()
+    a.read_modes = [m for m in a.read_modes.split(",") if m]
+    if not a.read_modes or any(m not in ("auto", "direct", "buffered") for m in a.read_modes):
+        sys.exit("--read-modes: a comma-separated list of auto, direct, buffered")
     try:
         import numpy  # noqa: F401  (the mmap reader's child process uses it)
     except ImportError:

@@ -208,8 +208,41 @@ Status ModelService::warm_up() {
   return {};
 }
 
+void ModelService::log_residency_events() {
+  const engine::ResidencyController& controller = *engine_parts_->controller;
+  const std::vector<engine::ResidencyEvent>& events = controller.events();
+  for (; logged_residency_events_ < events.size(); ++logged_residency_events_) {
+    const engine::ResidencyEvent& e = events[logged_residency_events_];
+    nlohmann::ordered_json fields = {{"reason", e.reason},
+                                     {"resident_layers", e.resident_layers_after},
+                                     {"available_bytes", e.available_bytes},
+                                     {"floor_bytes", e.floor_bytes},
+                                     {"pressure_some_avg10", e.pressure_some_avg10}};
+    if (e.layers_shed + e.expert_slots_shed > 0) {
+      fields["layers_shed"] = e.layers_shed;
+      fields["expert_slots_shed"] = e.expert_slots_shed;
+      log_warn("memory pressure: resident weights shed", fields);
+    } else {
+      fields["layers_readmitted"] = e.layers_readmitted;
+      fields["expert_slots_readmitted"] = e.expert_slots_readmitted;
+      log_info("memory calm: weights re-admitted", fields);
+    }
+  }
+  // Past the controller's event list (kMaxEvents), say only that something changed.
+  if (events.size() >= engine::ResidencyController::kMaxEvents &&
+      (controller.shed_total() != logged_shed_total_ || controller.readmit_total() != logged_readmit_total_)) {
+    log_info("residency changed (event list full; totals only)",
+             {{"shed_total", controller.shed_total()},
+              {"readmit_total", controller.readmit_total()},
+              {"resident_layers", engine_parts_->residency->weights->resident_layers()}});
+  }
+  logged_shed_total_ = controller.shed_total();
+  logged_readmit_total_ = controller.readmit_total();
+}
+
 void ModelService::between_steps() {
   engine_parts_->between_steps();
+  log_residency_events();
   const engine::ResidencyController& controller = *engine_parts_->controller;
   const engine::WeightResidency& w = *engine_parts_->residency->weights;
   const engine::StreamerStats io = w.streamer_stats();

@@ -63,6 +63,8 @@ class ModelService final : public ModelBackend {
   Status warm_up();
   // Engine thread, between steps: pressure control, then the residency metrics.
   void between_steps();
+  // Engine thread: logs the controller's sheds and re-admissions since the last call.
+  void log_residency_events();
 
   const ServeOptions& options_;
   std::string model_path_;
@@ -77,6 +79,9 @@ class ModelService final : public ModelBackend {
   uint64_t last_bytes_read_ = 0;       // engine thread: bandwidth over the last interval
   double last_read_seconds_ = 0;
   double stream_bandwidth_ = 0;
+  size_t logged_residency_events_ = 0;  // engine thread: events already logged
+  int64_t logged_shed_total_ = 0;       // and the totals when the event list was last seen
+  int64_t logged_readmit_total_ = 0;
   std::unique_ptr<runtime::EngineLoop> engine_;
   int32_t max_context_ = 0;
   int32_t n_vocab_ = 0;
