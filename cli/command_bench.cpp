@@ -183,6 +183,8 @@ int bench(const BenchOptions& o) {
              o.throughput.repeats, threads);
   engine::StreamerStats io_before;  // the warm-up's reads are not part of the measurement
   engine::ExpertCacheStats experts_before;
+  // The expert tier over the timed decode runs alone: the counters summed over repeats.
+  engine::ExpertCacheStats decode_start, decode_sum;
   auto result = tools::measure_throughput(
       **model, setup ? setup->weights.get() : nullptr, pool, o.throughput,
       [&] { booted->between_steps(); },
@@ -190,6 +192,14 @@ int bench(const BenchOptions& o) {
         if (!setup) return;
         io_before = setup->weights->streamer_stats();
         experts_before = setup->weights->expert_cache_stats();
+      },
+      [&](bool begin) {
+        if (!setup || !setup->weights->expert_tier()) return;
+        if (begin) {
+          decode_start = setup->weights->expert_cache_stats();
+        } else {
+          accumulate_expert_stats(decode_sum, setup->weights->expert_cache_stats(), decode_start);
+        }
       });
   if (!result) {
     fmt::print(stderr, "error: {}\n", result.error().message);
@@ -291,6 +301,11 @@ int bench(const BenchOptions& o) {
     j["residency"] = res;
     if (w.expert_tier()) {
       j["experts"] = expert_json(engine::expert_cache_report(w.expert_cache_stats(), experts_before));
+      double decode_seconds = 0;
+      for (double tps : r.tg_samples) decode_seconds += tps > 0 ? o.throughput.gen_tokens / tps : 0;
+      j["experts"]["decode"] = expert_decode_json(engine::expert_decode_report(
+          decode_sum, {}, static_cast<double>(r.tg_samples.size()) * o.throughput.gen_tokens, decode_seconds,
+          setup->disk_bytes_per_second));
     }
   } else {
     j["residency"] = nullptr;  // --no-streaming: the plain engine on the file mapping
