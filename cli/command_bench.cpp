@@ -335,6 +335,14 @@ int bench(const BenchOptions& o) {
                100 * j["residency"]["tg_fraction_of_disk"].get<double>(),
                100 * j["residency"]["pp_fraction_of_disk"].get<double>());
   }
+  if (j.contains("experts")) {
+    const auto& d = j["experts"]["decode"];
+    fmt::print("  experts (decode): hit rate {:.1f}%, {:.2f} MB read per token of {:.2f} MB asked, stall {:.0f}%, "
+               "disk bound {:.2f} tok/s\n",
+               100 * d["hit_rate"].get<double>(), d["expert_bytes_read_per_token"].get<double>() / 1e6,
+               d["requested_expert_bytes_per_token"].get<double>() / 1e6, 100 * d["stall_fraction"].get<double>(),
+               d["disk_bound_tokens_per_second"].get<double>());
+  }
   if (setup) {
     const auto& res = j["residency"];
     fmt::print("  residency: {} of {} layers resident at the end of the run (plan {}); {} shed, {} re-admitted\n",
