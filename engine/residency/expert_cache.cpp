@@ -392,6 +392,7 @@ Status ExpertCache::wait(size_t index) {
   }
   request_slots_.clear();
   release(request_layer_);
+  layer_step_experts_[request_layer_] = 0;  // the failed step is not counted
   return Error{error};
 }
 
