@@ -54,6 +54,48 @@ def make_model(spillway, work, layers, qtype):
     return path
 
 
+def expert_alignment(path):
+    """[(tensor name, shape, file offset mod 4096)] of layer 0's routed-expert tensors, from the
+    GGUF header (v2/v3): whether O_DIRECT can read an expert without widening to 4 KiB."""
+    import struct
+    f = open(path, "rb")
+
+    def rd(fmt):
+        return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+    def rstr():
+        return f.read(rd("Q")).decode()
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def rval(t):
+        if t == 8:
+            return rstr()
+        if t == 9:
+            et, n = rd("I"), rd("Q")
+            for _ in range(n):
+                rval(et)
+            return None
+        return rd(scalar[t])
+    if f.read(4) != b"GGUF":
+        return []
+    rd("I")
+    n_tensors, n_kv = rd("Q"), rd("Q")
+    align = 32
+    for _ in range(n_kv):
+        key, t = rstr(), rd("I")
+        v = rval(t)
+        if key == "general.alignment":
+            align = v
+    infos = []
+    for _ in range(n_tensors):
+        name = rstr()
+        dims = [rd("Q") for _ in range(rd("I"))]
+        rd("I")
+        infos.append((name, dims, rd("Q")))
+    base = (f.tell() + align - 1) // align * align
+    return [(n, d, (base + o) % 4096) for n, d, o in infos if n.startswith("blk.0.") and "_exps" in n]
+
+
 def bench_arm(spillway, path, cg, args, *flags):
     cmd = [spillway, "bench", "--model", path, "--memory-budget", "auto", "--prompt-tokens", str(args.prompt),
            "--gen-tokens", str(args.gen), "--batch", "1", "--repeat", "1", "--threads", str(args.threads),
@@ -191,6 +233,8 @@ def main():
     if "within" in summary:
         print(f"Decode reads ≤ (1 − hit rate) × routed-expert bytes asked, every round of both expert arms: "
               f"**{'yes' if summary['within'] else 'no'}**.")
+    for name, dims, mod in expert_alignment(path):
+        print(f"- {name} {dims}: data starts at {mod} mod 4096.")
     print()
 
 
