@@ -26,8 +26,9 @@ Reported per arm: decode tok/s (median of rounds), and from `bench --json`'s
 experts.decode (the timed decode steps only): hit rate, routed-expert bytes the tokens
 asked for, expert bytes read per token, (1 - hit rate) x requested (the bound reads must
 not exceed), stall fraction, and the decode speed the disk bandwidth allows for those
-reads; for layers, bytes streamed per step and its disk bound. Needs a writable cgroup v1
-memory controller (exits with a message otherwise).
+reads; for layers, bytes streamed per step and its disk bound. Last, where layer 0's expert
+tensors start mod 4096 (from the GGUF header: O_DIRECT widens reads that do not start on a
+4 KiB boundary). Needs a writable cgroup v1 memory controller (exits with a message otherwise).
 """
 import argparse
 import datetime
