@@ -185,6 +185,8 @@ int bench(const BenchOptions& o) {
              o.throughput.repeats, threads);
   engine::StreamerStats io_before;  // the warm-up's reads are not part of the measurement
   engine::ExpertCacheStats experts_before;
+  // The expert tier over the timed decode runs alone: the counters summed over repeats.
+  engine::ExpertCacheStats decode_start, decode_sum;
   auto result = tools::measure_throughput(
       **model, setup ? setup->weights.get() : nullptr, pool, o.throughput,
       [&] { booted->between_steps(); },
@@ -192,6 +194,14 @@ int bench(const BenchOptions& o) {
         if (!setup) return;
         io_before = setup->weights->streamer_stats();
         experts_before = setup->weights->expert_cache_stats();
+      },
+      [&](bool begin) {
+        if (!setup || !setup->weights->expert_tier()) return;
+        if (begin) {
+          decode_start = setup->weights->expert_cache_stats();
+        } else {
+          accumulate_expert_stats(decode_sum, setup->weights->expert_cache_stats(), decode_start);
+        }
       });
   if (!result) {
     fmt::print(stderr, "error: {}\n", result.error().message);
@@ -293,6 +303,11 @@ int bench(const BenchOptions& o) {
     j["residency"] = res;
     if (w.expert_tier()) {
       j["experts"] = expert_json(engine::expert_cache_report(w.expert_cache_stats(), experts_before));
+      double decode_seconds = 0;
+      for (double tps : r.tg_samples) decode_seconds += tps > 0 ? o.throughput.gen_tokens / tps : 0;
+      j["experts"]["decode"] = expert_decode_json(engine::expert_decode_report(
+          decode_sum, {}, static_cast<double>(r.tg_samples.size()) * o.throughput.gen_tokens, decode_seconds,
+          setup->disk_bytes_per_second));
     }
   } else {
     j["residency"] = nullptr;  // --no-streaming: the plain engine on the file mapping
@@ -325,6 +340,14 @@ int bench(const BenchOptions& o) {
     fmt::print("  streaming: decode at {:.1f}%, prefill at {:.1f}% of the disk bound\n",
                100 * j["residency"]["tg_fraction_of_disk"].get<double>(),
                100 * j["residency"]["pp_fraction_of_disk"].get<double>());
+  }
+  if (j.contains("experts")) {
+    const auto& d = j["experts"]["decode"];
+    fmt::print("  experts (decode): hit rate {:.1f}%, {:.2f} MB read per token of {:.2f} MB asked, stall {:.0f}%, "
+               "disk bound {:.2f} tok/s\n",
+               100 * d["hit_rate"].get<double>(), d["expert_bytes_read_per_token"].get<double>() / 1e6,
+               d["requested_expert_bytes_per_token"].get<double>() / 1e6, 100 * d["stall_fraction"].get<double>(),
+               d["disk_bound_tokens_per_second"].get<double>());
   }
   if (setup) {
     const auto& res = j["residency"];

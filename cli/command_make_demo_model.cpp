@@ -68,6 +68,10 @@ int make_demo_model(MakeDemoModelOptions o) {
   fmt::print(stderr,
              "writing {}: {} layers, dim {}, ff {}, {} heads ({} kv), vocab {}, {} weights\n",
              o.out, m.layers, m.dim, m.ff, m.heads, m.kv_heads, m.vocab, o.type);
+  if (m.architecture == "qwen3moe") {
+    fmt::print(stderr, "  {} routed experts per layer, {} used per token, expert ff {}\n", m.experts,
+               m.experts_used, m.expert_ff);
+  }
   const bool tty = isatty(STDERR_FILENO);
   auto progress = [tty](int64_t done, int64_t total) {
     if (tty) {
@@ -94,8 +98,8 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", opts->out, "Output GGUF path")->required();
   cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe | qwen35");
   cmd->add_option("--shape", opts->shape,
-                  "A named shape: qwen35-0.8b | qwen35-2b (Qwen3.5-shaped hybrids; the size flags given "
-                  "with it override it)");
+                  "A named shape: qwen35-0.8b | qwen35-2b (Qwen3.5-shaped hybrids) | qwen3-30b-a3b "
+                  "(Qwen3-30B-A3B-shaped MoE); the size flags given with it override it");
   using M = tools::DemoModelOptions;
   auto int_flag = [&](const char* name, int32_t M::*field, const char* help) {
     opts->int_flags.emplace_back(cmd->add_option(name, opts->model.*field, help), field);
@@ -107,7 +111,7 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   int_flag("--kv-heads", &M::kv_heads, "KV heads (default heads/2)");
   int_flag("--vocab", &M::vocab, "Vocabulary size");
   int_flag("--context", &M::context, "Context length");
-  int_flag("--head-dim", &M::head_dim, "qwen35: attention head size (default dim/heads)");
+  int_flag("--head-dim", &M::head_dim, "qwen3, qwen3moe, qwen35: attention head size (default dim/heads)");
   int_flag("--ssm-key-heads", &M::ssm_key_heads, "qwen35: Gated DeltaNet key heads (default dim/(2 x head size))");
   int_flag("--ssm-value-heads", &M::ssm_value_heads, "qwen35: Gated DeltaNet value heads (default 2 x key heads)");
   int_flag("--ssm-head-dim", &M::ssm_head_dim, "qwen35: Gated DeltaNet key/value head size (default min(128, dim/2))");
@@ -115,9 +119,9 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
                   "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the "
                   "mixes q4_k_m q5_k_m (llama-quantize's: some tensors Q6_K)");
   cmd->add_option("--seed", opts->model.seed);
-  cmd->add_option("--experts", opts->model.experts, "qwen3moe: routed experts per layer (default 8)");
-  cmd->add_option("--experts-used", opts->model.experts_used, "qwen3moe: experts per token (default 2)");
-  cmd->add_option("--expert-ff", opts->model.expert_ff, "qwen3moe: expert hidden size (default ff/4)");
+  int_flag("--experts", &M::experts, "qwen3moe: routed experts per layer (default 8)");
+  int_flag("--experts-used", &M::experts_used, "qwen3moe: experts per token (default 2)");
+  int_flag("--expert-ff", &M::expert_ff, "qwen3moe: expert hidden size (default ff/4)");
   cmd->callback([opts, &exit_code] { exit_code = make_demo_model(*opts); });
 }
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <climits>
 
@@ -101,17 +102,53 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
   return o;
 }
 
+namespace {
+
+// A fixed-bucket histogram as {count, sum, mean, buckets: [{le, count}...]}, bucket counts
+// cumulative as Prometheus shows them; the last le is "+Inf".
+template <class H, size_t N>
+nlohmann::ordered_json histogram_json(const H& h, const std::array<double, N>& bounds) {
+  nlohmann::ordered_json buckets = nlohmann::ordered_json::array();
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b <= N; ++b) {
+    cumulative += h.counts[b];
+    nlohmann::ordered_json le = b < N ? nlohmann::ordered_json(bounds[b]) : nlohmann::ordered_json("+Inf");
+    buckets.push_back({{"le", le}, {"count", cumulative}});
+  }
+  return {{"count", h.count}, {"sum", h.sum}, {"mean", h.mean()}, {"buckets", buckets}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json expert_json(const engine::ExpertCacheReport& r) {
   return {
       {"moe_expert_requests_total", {{"hit", r.expert_requests_hit}, {"miss", r.expert_requests_miss}}},
       {"moe_expert_hit_rate", r.hit_rate},
       {"moe_expert_bytes_read_total", r.expert_bytes_read},
+      {"moe_expert_requested_bytes_total", r.expert_requested_bytes},
       {"moe_expert_read_seconds_total", r.read_seconds},
       {"moe_io_stall_seconds_total", r.io_stall_seconds},
       {"moe_evictions_total", r.evictions},
       {"moe_resident_experts", r.resident_experts},
       {"moe_cache_slots", r.slots},
       {"moe_cache_bytes", r.cache_bytes},
+      {"moe_expert_read_seconds", histogram_json(r.read_time, engine::kExpertReadSecondsBounds)},
+      {"moe_experts_per_layer_step", histogram_json(r.experts_per_layer_step, engine::kExpertsPerLayerStepBounds)},
+  };
+}
+
+nlohmann::ordered_json expert_decode_json(const engine::ExpertDecodeReport& d) {
+  return {
+      {"tokens", d.tokens},
+      {"seconds", d.seconds},
+      {"hit_rate", d.hit_rate},
+      {"requested_expert_bytes_per_token", d.requested_bytes_per_token},
+      {"expert_bytes_read_per_token", d.bytes_read_per_token},
+      {"miss_bytes_bound_per_token", d.miss_bytes_bound_per_token},
+      {"stall_fraction", d.stall_fraction},
+      {"experts_per_layer_step", d.experts_per_layer_step},
+      {"read_seconds_per_expert", d.read_seconds_per_expert},
+      {"disk_bound_tokens_per_second", d.disk_bound_tokens_per_second},
   };
 }
 

@@ -36,5 +36,8 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& flags);
 // The expert tier's counters for `run --json` / `bench --json`, under the names of the
 // metrics (issue #16) without the spillway_ prefix.
 nlohmann::ordered_json expert_json(const engine::ExpertCacheReport& report);
+// The expert tier over the timed single-sequence decode runs (`bench --json`'s
+// experts.decode): hit rate, bytes per token, stall fraction, the disk bound.
+nlohmann::ordered_json expert_decode_json(const engine::ExpertDecodeReport& report);
 
 }  // namespace spillway::cli

@@ -276,6 +276,8 @@ void ModelService::between_steps() {
     m.moe_evictions_total = e.evictions;
     m.moe_resident_experts = e.resident_experts;
     m.moe_cache_bytes = e.cache_bytes;
+    m.moe_expert_read_seconds = e.read_time;
+    m.moe_experts_per_layer_step = e.experts_per_layer_step;
   }
   metrics_.set_residency(m);
 }

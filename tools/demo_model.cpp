@@ -172,7 +172,7 @@ DemoDeltaNet demo_delta_net(const DemoModelOptions& o) {
   const int64_t key_heads = o.ssm_key_heads > 0 ? o.ssm_key_heads : std::max<int64_t>(1, o.dim / (2 * state));
   return {state, key_heads, o.ssm_value_heads > 0 ? o.ssm_value_heads : 2 * key_heads};
 }
-// Attention head size: --head-dim (qwen35) or dim / heads.
+// Attention head size: --head-dim (qwen3, qwen3moe, qwen35) or dim / heads.
 int64_t demo_head_dim(const DemoModelOptions& o) { return o.head_dim > 0 ? o.head_dim : o.dim / o.heads; }
 bool demo_attention_layer(const DemoModelOptions& o, int32_t i) {
   return o.architecture != "qwen35" || (i + 1) % 4 == 0;
@@ -210,7 +210,7 @@ void hybrid_layer_specs(const DemoModelOptions& o, int32_t i, std::vector<Tensor
 }
 
 std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
-  const int64_t head_dim = o.dim / o.heads;
+  const int64_t head_dim = demo_head_dim(o);
   const int64_t q_dim = head_dim * o.heads, kv_dim = head_dim * o.kv_heads;
   std::vector<TensorSpec> specs;
   specs.push_back({"token_embd.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.15f});
@@ -265,9 +265,11 @@ Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   if (o.heads == 0) o.heads = std::max(1, o.dim / 64);
   if (o.kv_heads == 0) o.kv_heads = std::max(1, o.heads / 2);
   if (o.ff == 0) o.ff = (o.dim * 8 / 3 + 63) / 64 * 64;
-  if (o.architecture != "qwen35" && (o.head_dim != 0 || o.ssm_key_heads != 0 || o.ssm_value_heads != 0 ||
-                                     o.ssm_head_dim != 0)) {
-    return Error{"--head-dim and --ssm-* apply to --arch qwen35 only"};
+  if (o.architecture != "qwen35" && (o.ssm_key_heads != 0 || o.ssm_value_heads != 0 || o.ssm_head_dim != 0)) {
+    return Error{"--ssm-* apply to --arch qwen35 only"};
+  }
+  if (o.head_dim != 0 && o.architecture != "qwen35" && o.architecture != "qwen3" && o.architecture != "qwen3moe") {
+    return Error{"--head-dim applies to --arch qwen3, qwen3moe and qwen35 only"};
   }
   if (o.head_dim < 0 || o.head_dim % 2 != 0 || o.ssm_key_heads < 0 || o.ssm_value_heads < 0 || o.ssm_head_dim < 0) {
     return Error{"--head-dim must be even and --ssm-* non-negative"};
@@ -287,7 +289,7 @@ Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
                              o.heads, o.kv_heads)};
   }
   const int64_t block = kernels::block_elems(o.type);
-  if (o.dim % block != 0 || o.ff % block != 0) {
+  if (o.dim % block != 0 || o.ff % block != 0 || (demo_head_dim(o) * o.heads) % block != 0) {
     return Error{fmt::format("--dim {} and --ff {} must be multiples of the {} block ({})", o.dim,
                              o.ff, kernels::dtype_name(o.type), block)};
   }
@@ -429,11 +431,31 @@ Status write_default_demo_model(const std::string& path,
 }
 
 Status apply_demo_shape(const std::string& shape, DemoModelOptions& o) {
+  // Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 48 layers, hidden 2048, 32 query / 4 KV
+  // heads of 128 (q is 4096 wide, wider than the hidden size), 128 routed experts per layer of
+  // which 8 are used, expert hidden size 768, no shared expert, a 151,936 vocabulary (here the
+  // generated one), untied output. The dense `ff` (6144) is written to the header only.
+  // Not copied: rope theta (1e6; the demo writes 10000) and rms eps (1e-6; 1e-5) — random
+  // weights make them irrelevant to speed and I/O. ~30.5B parameters at 48 layers.
+  if (shape == "qwen3-30b-a3b") {
+    o.architecture = "qwen3moe";
+    o.layers = 48;
+    o.dim = 2048;
+    o.ff = 6144;
+    o.heads = 32;
+    o.kv_heads = 4;
+    o.head_dim = 128;
+    o.vocab = 151936;
+    o.experts = 128;
+    o.experts_used = 8;
+    o.expert_ff = 768;
+    return Status::Ok();
+  }
   // Qwen3.5 small dense hybrids: 24 layers (every 4th gated attention, 8 query / 2 KV heads of
   // 256), Gated DeltaNet with 16 key and 16 value heads of 128, a 248k vocabulary (here the
   // generated one, untied output). ~1.0B / ~2.1B parameters with the untied output.
   if (shape != "qwen35-0.8b" && shape != "qwen35-2b") {
-    return Error{fmt::format("--shape '{}' is not one of qwen35-0.8b, qwen35-2b", shape)};
+    return Error{fmt::format("--shape '{}' is not one of qwen35-0.8b, qwen35-2b, qwen3-30b-a3b", shape)};
   }
   const bool small = shape == "qwen35-0.8b";
   o.architecture = "qwen35";

@@ -42,8 +42,8 @@ struct DemoModelOptions {
   // qwen35 only (hybrid): every 4th layer gated attention, the others Gated DeltaNet with
   // key/value head size min(128, dim / 2), dim / (2 * that) key heads and twice as many value
   // heads, conv kernel 4; rope over a quarter of each attention head.
-  // qwen35 overrides (0: the defaults above): attention head size (attention.key_length; the
-  // projections are then heads * head_dim wide, not dim), delta-net key heads, value heads
+  // Overrides (0: the defaults above): attention head size (qwen3, qwen3moe, qwen35;
+  // attention.key_length; the projections are then heads * head_dim wide, not dim); qwen35: delta-net key heads, value heads
   // (a multiple of the key heads) and key/value head size (ssm.state_size).
   int32_t head_dim = 0;
   int32_t ssm_key_heads = 0;
@@ -52,8 +52,9 @@ struct DemoModelOptions {
 };
 
 // Named shapes for --shape: a Qwen3.5-0.8B- or -2B-shaped qwen35 model ("qwen35-0.8b",
-// "qwen35-2b"), filled into options (architecture, layers, dim, ff, heads, head sizes, vocab);
-// an Error naming the known shapes otherwise.
+// "qwen35-2b") or a Qwen3-30B-A3B-shaped qwen3moe model ("qwen3-30b-a3b": 128 experts, top-8,
+// expert ff 768), filled into options (architecture, layers, dim, ff, heads, head sizes,
+// vocab, experts); an Error naming the known shapes otherwise.
 Status apply_demo_shape(const std::string& shape, DemoModelOptions& options);
 
 // Fills in the derived defaults and checks the shapes (e.g. dim multiple of heads, rows a

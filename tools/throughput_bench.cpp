@@ -39,7 +39,8 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
                                             kernels::ThreadPool& pool,
                                             const ThroughputOptions& o,
                                             const std::function<void()>& after_step,
-                                            const std::function<void()>& after_warm_up) {
+                                            const std::function<void()>& after_warm_up,
+                                            const std::function<void(bool begin)>& around_decode) {
   const ModelConfig& c = model.config();
   if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.repeats < 1) {
     return Error{"bench: prompt tokens, generated tokens and repeats must be at least 1"};
@@ -125,6 +126,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
 
     int32_t next = argmax(prefill_logits);
     if (o.profile) forward.set_profile(&r.tg_profile);
+    if (around_decode) around_decode(true);
     start = Clock::now();
     for (int32_t i = 0; i < o.gen_tokens; ++i) {
       fb.clear();
@@ -142,6 +144,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
       next = argmax(*logits);
     }
     r.tg_samples.push_back(o.gen_tokens / std::chrono::duration<double>(Clock::now() - start).count());
+    if (around_decode) around_decode(false);
 
     if (batch > 1) {
       // Every sequence continues the same prompt: sequence 0's prompt KV (written by the

@@ -50,11 +50,14 @@ struct ThroughputResult {
 
 // weights: null for the model's file mapping. One untimed prefill warms up first;
 // after_warm_up runs then (e.g. to snapshot cumulative I/O counters), after_step after
-// every forward step, warm-up included.
+// every forward step, warm-up included. around_decode(true) runs just before and
+// around_decode(false) just after each repeat's timed single-sequence decode (outside the
+// timed span), e.g. to attribute I/O counters to decode alone.
 Result<ThroughputResult> measure_throughput(const engine::Model& model, engine::LayerWeightSource* weights,
                                             kernels::ThreadPool& pool,
                                             const ThroughputOptions& options,
                                             const std::function<void()>& after_step = {},
-                                            const std::function<void()>& after_warm_up = {});
+                                            const std::function<void()>& after_warm_up = {},
+                                            const std::function<void(bool begin)>& around_decode = {});
 
 }  // namespace spillway::tools

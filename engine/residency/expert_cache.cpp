@@ -25,6 +25,7 @@ ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertC
   r.expert_requests_hit = now.hits - before.hits;
   r.expert_requests_miss = now.misses - before.misses;
   r.expert_bytes_read = now.bytes_read - before.bytes_read;
+  r.expert_requested_bytes = now.requested_bytes - before.requested_bytes;
   r.evictions = now.evictions - before.evictions;
   r.io_stall_seconds = now.stall_seconds - before.stall_seconds;
   r.read_seconds = now.read_seconds - before.read_seconds;
@@ -33,7 +34,45 @@ ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertC
   r.resident_experts = now.resident_experts;
   r.slots = now.slots;
   r.cache_bytes = now.cache_bytes;
+  r.read_time = now.read_time.since(before.read_time);
+  r.experts_per_layer_step = now.experts_per_layer_step.since(before.experts_per_layer_step);
   return r;
+}
+
+void accumulate_expert_stats(ExpertCacheStats& sum, const ExpertCacheStats& now, const ExpertCacheStats& before) {
+  sum.hits += now.hits - before.hits;
+  sum.misses += now.misses - before.misses;
+  sum.bytes_read += now.bytes_read - before.bytes_read;
+  sum.requested_bytes += now.requested_bytes - before.requested_bytes;
+  sum.evictions += now.evictions - before.evictions;
+  sum.read_seconds += now.read_seconds - before.read_seconds;
+  sum.stall_seconds += now.stall_seconds - before.stall_seconds;
+  sum.read_time.add(now.read_time.since(before.read_time));
+  sum.experts_per_layer_step.add(now.experts_per_layer_step.since(before.experts_per_layer_step));
+  sum.slots = now.slots;
+  sum.resident_experts = now.resident_experts;
+  sum.cache_bytes = now.cache_bytes;
+  sum.slot_bytes = now.slot_bytes;
+}
+
+ExpertDecodeReport expert_decode_report(const ExpertCacheStats& now, const ExpertCacheStats& before,
+                                        double tokens, double seconds, double disk_bytes_per_second) {
+  const ExpertCacheReport r = expert_cache_report(now, before);
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  ExpertDecodeReport d;
+  d.tokens = tokens;
+  d.seconds = seconds;
+  d.hit_rate = r.hit_rate;
+  d.requested_bytes_per_token = ratio(static_cast<double>(now.requested_bytes - before.requested_bytes), tokens);
+  d.bytes_read_per_token = ratio(static_cast<double>(r.expert_bytes_read), tokens);
+  d.miss_bytes_bound_per_token = (1.0 - d.hit_rate) * d.requested_bytes_per_token;
+  d.stall_fraction = ratio(r.io_stall_seconds, seconds);
+  d.experts_per_layer_step = r.experts_per_layer_step.mean();
+  d.read_seconds_per_expert = r.read_time.mean();
+  if (disk_bytes_per_second > 0 && d.bytes_read_per_token > 0) {
+    d.disk_bound_tokens_per_second = disk_bytes_per_second / d.bytes_read_per_token;
+  }
+  return d;
 }
 
 Status ExpertCache::build(const Model& model) {
@@ -44,6 +83,7 @@ Status ExpertCache::build(const Model& model) {
   requests_.assign(layers.size(), {});
   layer_slots_.assign(layers.size(), 0);
   layer_floor_.assign(layers.size(), 0);
+  layer_step_experts_.assign(layers.size(), 0);
   for (size_t l = 0; l < layers.size(); ++l) {
     const auto* moe = std::get_if<MoeFfnWeights>(&layers[l].ffn);
     if (!moe) continue;
@@ -76,6 +116,7 @@ Status ExpertCache::build(const Model& model) {
       u.unit.id = static_cast<int32_t>(e);
       const std::vector<uint64_t> offsets = build_stream_unit(tensors, 0, u.unit);
       std::copy(offsets.begin(), offsets.end(), u.offsets);
+      for (const UnitRange& r : u.unit.ranges) u.file_bytes += r.bytes;
       slot_bytes_ = std::max(slot_bytes_, u.unit.buffer_bytes);
     }
   }
@@ -153,6 +194,7 @@ void ExpertCache::reader_loop() {
     const double seconds = seconds_since(start);
     lk.lock();
     stats_.read_seconds += seconds;
+    stats_.read_time.observe(seconds, kExpertReadSecondsBounds);
     if (st.ok()) {
       for (const UnitRange& r : job.unit->unit.ranges) stats_.bytes_read += r.bytes;
     } else if (first_error_.empty()) {
@@ -171,6 +213,7 @@ void ExpertCache::update_floors() {
   for (size_t l = 0; l < layer_floor_.size(); ++l) layer_floor_[l] = on ? layer_floor_wanted_[l] : 0;
   stats_.slots = static_cast<int32_t>(slots_.size());
   stats_.cache_bytes = static_cast<int64_t>(slot_bytes_) * stats_.slots;
+  stats_.slot_bytes = static_cast<int64_t>(slot_bytes_);
 }
 
 int32_t ExpertCache::grow(int32_t n) {
@@ -267,7 +310,11 @@ Result<std::vector<const ExpertWeights*>> ExpertCache::begin_acquire(int32_t lay
   request_slots_.assign(ids.size(), -1);
   request_layer_ = layer;
   ++tick_;
-  for (const int32_t e : ids) ++requests_[layer][e];
+  for (const int32_t e : ids) {
+    ++requests_[layer][e];
+    stats_.requested_bytes += units_[layer][e].file_bytes;
+  }
+  layer_step_experts_[layer] += static_cast<int32_t>(ids.size());
   // Hits first, pinned, so that the misses of this request cannot evict them.
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t s = slot_of_[layer][ids[i]];
@@ -345,6 +392,7 @@ Status ExpertCache::wait(size_t index) {
   }
   request_slots_.clear();
   release(request_layer_);
+  layer_step_experts_[request_layer_] = 0;  // the failed step is not counted
   return Error{error};
 }
 
@@ -352,6 +400,16 @@ void ExpertCache::release(int32_t layer) {
   for (Slot& s : slots_) {
     if (s.layer == layer) s.pinned = false;
   }
+}
+
+void ExpertCache::finish_layer(int32_t layer) {
+  release(layer);
+  if (layer < 0 || layer >= static_cast<int32_t>(layer_step_experts_.size())) return;
+  int32_t& n = layer_step_experts_[layer];
+  if (n == 0) return;
+  std::lock_guard lk(mu_);  // stats_ is read under mu_ (stats())
+  stats_.experts_per_layer_step.observe(n, kExpertsPerLayerStepBounds);
+  n = 0;
 }
 
 ExpertCacheStats ExpertCache::stats() const {

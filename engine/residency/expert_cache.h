@@ -30,6 +30,7 @@
 #include "common/result.h"
 #include "engine/model/model.h"
 #include "engine/platform/direct_reader.h"
+#include "engine/residency/expert_tier_histogram.h"
 #include "engine/residency/weight_streamer.h"
 
 namespace spillway::engine {
@@ -51,12 +52,19 @@ struct ExpertCacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t bytes_read = 0;    // file bytes read for misses
+  uint64_t requested_bytes = 0;  // file bytes of every expert requested (hits and misses)
   uint64_t evictions = 0;     // a cached expert replaced by another
   double read_seconds = 0;    // summed over the reader threads
   double stall_seconds = 0;   // engine thread waiting for misses
   int32_t slots = 0;
   int32_t resident_experts = 0;
   int64_t cache_bytes = 0;
+  int64_t slot_bytes = 0;     // one expert's slot (the largest expert's bytes, staging-aligned)
+  // One observation per missed expert's read (pread + retile, seconds; failed reads too).
+  ExpertReadSecondsHistogram read_time;
+  // One observation per MoE layer and forward step: the distinct experts its tokens routed
+  // to (all waves together), recorded when the layer is finished (finish_layer).
+  ExpertsPerLayerStepHistogram experts_per_layer_step;
 };
 
 // The counters as JSON-ready name/value pairs with the Prometheus names of issue #16 (no
@@ -64,11 +72,37 @@ struct ExpertCacheStats {
 // snapshot to subtract from the cumulative counters (zeros: since start).
 struct ExpertCacheReport {
   uint64_t expert_requests_hit = 0, expert_requests_miss = 0, expert_bytes_read = 0, evictions = 0;
+  uint64_t expert_requested_bytes = 0;
   double io_stall_seconds = 0, read_seconds = 0, hit_rate = 0;
   int32_t resident_experts = 0, slots = 0;
   int64_t cache_bytes = 0;
+  ExpertReadSecondsHistogram read_time;                   // since `before`
+  ExpertsPerLayerStepHistogram experts_per_layer_step;    // since `before`
 };
 ExpertCacheReport expert_cache_report(const ExpertCacheStats& now, const ExpertCacheStats& before = {});
+// sum += now - before for the cumulative counters and histograms; the sizes (slots,
+// resident experts, bytes) are taken from `now`. For summing separate spans of steps.
+void accumulate_expert_stats(ExpertCacheStats& sum, const ExpertCacheStats& now, const ExpertCacheStats& before);
+
+// The expert tier over a run of decode steps (`bench --json`, bench/moe_streaming.py): what
+// a token cost in routed-expert I/O and what that bounds the speed to. Inputs: the cache's
+// counters before and after the steps, the tokens decoded, their wall seconds, and the
+// disk's sequential read bandwidth (bytes/s; 0: unknown, no bound).
+struct ExpertDecodeReport {
+  double tokens = 0, seconds = 0;
+  double hit_rate = 0;                      // hits / (hits + misses)
+  double requested_bytes_per_token = 0;     // file bytes of the routed experts the tokens used
+  double bytes_read_per_token = 0;          // expert bytes read from disk
+  double miss_bytes_bound_per_token = 0;    // (1 - hit rate) x requested: what reads may be
+  double stall_fraction = 0;                // engine-thread wait for misses / wall seconds
+  double experts_per_layer_step = 0;        // mean distinct experts a MoE layer ran per step
+  double read_seconds_per_expert = 0;       // mean time one miss took to arrive
+  // disk bandwidth / bytes read per token: the decode speed the expert reads alone allow
+  // (the bound "disk bandwidth x hit rate implies"); 0 without a bandwidth or without reads.
+  double disk_bound_tokens_per_second = 0;
+};
+ExpertDecodeReport expert_decode_report(const ExpertCacheStats& now, const ExpertCacheStats& before,
+                                        double tokens, double seconds, double disk_bytes_per_second);
 
 class ExpertCache {
  public:
@@ -101,6 +135,10 @@ class ExpertCache {
   // file) when a read of the request failed: all its misses are then forgotten and unpinned.
   Status wait(size_t index);
   void release(int32_t layer);
+  // The layer is done for this forward step: release(layer), and its distinct experts of
+  // the step (every begin_acquire since the last finish_layer) go into
+  // stats().experts_per_layer_step. A no-op for a layer that requested nothing.
+  void finish_layer(int32_t layer);
   int32_t max_pin() const { return static_cast<int32_t>(slots_.size()); }
 
   // Memory pressure, between steps (nothing pinned): frees up to n slots, least recently
@@ -117,6 +155,7 @@ class ExpertCache {
   struct ExpertUnit {
     StreamUnit unit;
     uint64_t offsets[3] = {};  // gate, up, down in the unit's buffer
+    uint64_t file_bytes = 0;   // the expert's bytes in the file (its ranges summed)
     ExpertWeights shape;       // types, dims and layouts (data unset)
   };
   struct Slot {
@@ -149,6 +188,7 @@ class ExpertCache {
   std::vector<int32_t> layer_slots_;                // slots each layer holds
   std::vector<int32_t> layer_floor_;                // 2 x top-k, or 0 when floors are off
   std::vector<int32_t> layer_floor_wanted_;         // 2 x top-k
+  std::vector<int32_t> layer_step_experts_;         // experts requested since finish_layer
   uint64_t slot_bytes_ = 0;
   int32_t min_slots_ = 0, created_slots_ = 0;
   std::vector<Slot> slots_;

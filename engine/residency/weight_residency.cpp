@@ -408,7 +408,7 @@ void WeightResidency::release_matrices(int32_t layer_index, std::span<const kern
 }
 
 void WeightResidency::release_layer(int32_t layer_index) {
-  if (experts_) experts_->release(layer_index);
+  if (experts_) experts_->finish_layer(layer_index);
   Layer& layer = layers_[layer_index];
   while (!layer.held.empty()) release_piece(layer, layer.held.back());
 }

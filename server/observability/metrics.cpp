@@ -42,6 +42,18 @@ const Histogram::BucketBoundaries kStepSecondsBuckets = {0.001, 0.0025, 0.005, 0
 const Histogram::BucketBoundaries kBatchTokenBuckets = {1,   2,   4,    8,    16,   32,  64,
                                                         128, 256, 512, 1024, 2048, 4096, 8192};
 const Histogram::BucketBoundaries kBatchSequenceBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+const Histogram::BucketBoundaries kMoeReadSecondsBuckets(engine::kExpertReadSecondsBounds.begin(),
+                                                         engine::kExpertReadSecondsBounds.end());
+const Histogram::BucketBoundaries kMoeExpertsPerLayerStepBuckets(engine::kExpertsPerLayerStepBounds.begin(),
+                                                                 engine::kExpertsPerLayerStepBounds.end());
+
+// Adds to `h` what the engine's cumulative fixed-bucket histogram gained since `before`.
+template <class H>
+void advance_histogram(Histogram& h, const H& now, const H& before) {
+  if (now.count <= before.count) return;
+  const H d = now.since(before);
+  h.ObserveMultiple(std::vector<double>(d.counts.begin(), d.counts.end()), d.sum);
+}
 
 
 }  // namespace
@@ -236,6 +248,14 @@ struct ServerMetrics::Impl {
       .Name("spillway_moe_cache_bytes")
       .Help("Bytes of the expert cache's slots")
       .Register(*registry).Add({});
+  Histogram& moe_read_seconds = prometheus::BuildHistogram()
+      .Name("spillway_moe_expert_read_seconds")
+      .Help("Time one missed expert took to arrive from disk (read and retile)")
+      .Register(*registry).Add({}, kMoeReadSecondsBuckets);
+  Histogram& moe_experts_per_layer_step = prometheus::BuildHistogram()
+      .Name("spillway_moe_experts_per_layer_step")
+      .Help("Distinct routed experts one MoE layer ran in one forward step")
+      .Register(*registry).Add({}, kMoeExpertsPerLayerStepBuckets);
   ResidencyMetrics residency_published;  // cumulative values already counted (engine thread)
   scheduler::StateSnapshotStats snapshots_counted;  // cumulative values already counted (render, under mu)
 
@@ -462,6 +482,8 @@ void ServerMetrics::set_residency(const ResidencyMetrics& m) {
   advance(i.moe_evictions, m.moe_evictions_total, last.moe_evictions_total);
   i.moe_resident_experts.Set(m.moe_resident_experts);
   i.moe_cache_bytes.Set(static_cast<double>(m.moe_cache_bytes));
+  advance_histogram(i.moe_read_seconds, m.moe_expert_read_seconds, last.moe_expert_read_seconds);
+  advance_histogram(i.moe_experts_per_layer_step, m.moe_experts_per_layer_step, last.moe_experts_per_layer_step);
   last = m;
 }
 

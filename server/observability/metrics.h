@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/residency/expert_tier_histogram.h"
 #include "runtime/engine_loop.h"
 
 namespace spillway::server {
@@ -38,6 +39,8 @@ struct ResidencyMetrics {
   uint64_t moe_evictions_total = 0;
   int32_t moe_resident_experts = 0;
   int64_t moe_cache_bytes = 0;
+  engine::ExpertReadSecondsHistogram moe_expert_read_seconds;         // cumulative
+  engine::ExpertsPerLayerStepHistogram moe_experts_per_layer_step;    // cumulative
 };
 
 class ServerMetrics final : public scheduler::MetricsObserver {
