@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The cgroup memory limit lowered while streams run (issue #20): `spillway serve
+# --memory-budget auto` starts in a cgroup v1 whose limit holds the whole model resident;
+# while 3 greedy streams decode, the limit is lowered to ~55% of the model's size, in 32 MiB
+# steps (v1 refuses a limit under the usage it cannot reclaim: each step waits for the
+# server to shed). The server must shed resident layers (spillway_residency_shed_total > 0),
+# never be OOM-killed, finish every stream, and give each the tokens of an unlimited `spillway
+# run` (greedy); afterwards a request still succeeds under the low limit.
+# Skipped (exit 77) where memory cgroups (v1) are not writable.
+# Usage: serve_limit_lowered_in_cgroup.sh SPILLWAY_BINARY WORK_DIR
+set -euo pipefail
+spillway=$1
+work=$2
+source "$(dirname "$0")/cgroup_test_lib.sh"
+cgroup_require_v1
+
+model=$work/cgroup-lowered-model-$$.gguf
+log=$work/cgroup-lowered-serve-$$.log
+cgroup_cleanup_file "$model"
+cgroup_cleanup_file "$log"
+# ~300 MB of F16 weights: 12 layers of ~24 MB, embeddings and output ~16 MB.
+"$spillway" make-demo-model --out "$model" --layers 12 --dim 1024 --ff 2816 --heads 16 \
+  --kv-heads 8 --vocab 4096 --context 512 >/dev/null
+model_mb=$(( $(stat -c %s "$model") / 1048576 ))
+start_mb=$(( model_mb * 2 + 128 ))
+low_mb=$(( model_mb * 55 / 100 ))
+echo "model ${model_mb} MB, cgroup limit ${start_mb} MB lowered to ${low_mb} MB mid-generation"
+
+tokens=48
+prompts=("Once upon a time there was a little dog" "The sun was shining on the garden" "A boy and a girl played with a red ball")
+declare -a reference
+for i in "${!prompts[@]}"; do
+  reference[$i]=$("$spillway" run --model "$model" --prompt "${prompts[$i]}" --max-tokens $tokens --temperature 0 \
+    --threads 2 --json 2>/dev/null | grep '^{' | jq -r .text)
+done
+
+cgroup=$(cgroup_create lowered "$start_mb")
+cgroup_cleanup_dir "$cgroup"
+oom_before=$(cgroup_oom_kills "$cgroup")
+cgroup_run "$cgroup" "$spillway" serve --model "$model" --port 0 --threads 2 --max-running 4 --ctx-size 512 \
+  --memory-budget auto --log-format json 2>"$log" >/dev/null &
+server=$!
+cgroup_cleanup_pid "$server"
+port=
+for _ in $(seq 1 600); do
+  port=$(grep -o '"message":"listening".*"port":[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' | head -1 || true)
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  kill -0 "$server" 2>/dev/null || { echo "FAIL: the server exited"; tail -20 "$log"; exit 1; }
+  sleep 0.5
+done
+[ -n "$port" ] || { echo "FAIL: the server never listened"; tail -20 "$log"; exit 1; }
+metric() { curl -sf "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k {print int($2)}'; }
+model_id=$(curl -sf "http://127.0.0.1:$port/v1/models" | jq -r '.data[0].id')
+resident_start=$(metric spillway_resident_layers)
+echo "resident layers at start: $resident_start"
+
+declare -a outs pids
+for i in "${!prompts[@]}"; do
+  outs[$i]=$work/cgroup-lowered-$$-$i.json
+  cgroup_cleanup_file "${outs[$i]}"
+  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d "$(jq -n --arg m "$model_id" --arg p "${prompts[$i]}" --argjson t $tokens \
+      '{model: $m, prompt: $p, max_tokens: $t, temperature: 0}')" >"${outs[$i]}" &
+  pids[$i]=$!
+done
+for _ in $(seq 1 400); do  # until every stream decodes
+  [ "$(metric spillway_generation_tokens_total)" -ge 3 ] && break
+  sleep 0.05
+done
+echo "generating: $(metric spillway_generation_tokens_total) tokens so far; lowering the limit"
+
+lowered_at=$(date +%s.%N)
+limit=$start_mb
+deadline=$(( $(date +%s) + 120 ))
+while [ "$limit" -gt "$low_mb" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+  next=$(( limit - 32 > low_mb ? limit - 32 : low_mb ))
+  if echo $(( next * 1048576 )) > "$cgroup/memory.limit_in_bytes" 2>/dev/null; then
+    limit=$next
+  else
+    sleep 0.1  # usage above it: wait for a shed
+  fi
+done
+echo "limit ${limit} MB after $(echo "$(date +%s.%N) - $lowered_at" | bc) s; streams done: $(metric spillway_generation_tokens_total) tokens"
+status=0
+for i in "${!prompts[@]}"; do wait "${pids[$i]}" || status=1; done
+after=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d "$(jq -n --arg m "$model_id" '{model: $m, prompt: "One more", max_tokens: 8, temperature: 0}')" | jq -r '.choices[0].finish_reason' || true)
+shed=$(metric spillway_residency_shed_total)
+resident_end=$(metric spillway_resident_layers)
+kill -TERM "$server"
+wait "$server" || true
+oom_after=$(cgroup_oom_kills "$cgroup")
+echo "shed ${shed} layers (resident ${resident_start} -> ${resident_end}), peak cgroup usage $(cgroup_peak_mb "$cgroup") MB, oom kills $(( oom_after - oom_before ))"
+grep -o '"message":"[^"]*shed[^"]*"[^}]*' "$log" | head -5 || true
+
+[ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; exit 1; }
+[ "$limit" -le "$low_mb" ] || { echo "FAIL: the limit could not be lowered below ${limit} MB (no shed?)"; exit 1; }
+[ "$status" -eq 0 ] || { echo "FAIL: a request failed"; exit 1; }
+[ "${shed:-0}" -gt 0 ] || { echo "FAIL: nothing was shed"; exit 1; }
+for i in "${!prompts[@]}"; do
+  got=$(jq -r '.choices[0].text' "${outs[$i]}")
+  [ "$got" = "${reference[$i]}" ] || { echo "FAIL: stream $i served '$got', unlimited run '${reference[$i]}'"; exit 1; }
+done
+[ "$after" = "length" ] || [ "$after" = "stop" ] || { echo "FAIL: a request after the lowering did not complete ($after)"; exit 1; }
+echo "PASS"
