@@ -9,7 +9,8 @@ Modes (one per run):
                    client drops early (after a few chunks; half with a TCP reset).
                    --quick: 16 clients for 1 minute.
   --disconnects K  the clients only open streams (long, ignore_eos) and drop them after 0-4
-                   chunks, K in all; then one normal request must still succeed.
+                   chunks (half with a TCP reset): K/4 (at least 100) to warm up, then K
+                   counted; then a greedy request must still give the tokens it gave first.
   --read-faults    every decoder layer streamed (--memory-budget 1G --resident-layers 0)
                    with the debug read-fault injection on (SPILLWAY_DEBUG_READ_FAULTS, see
                    engine/platform/read_fault_injection.h): reads fail with EIO during the
@@ -472,7 +473,10 @@ def main(argv=None):
         before = greedy(server, args.model_id)
         stats = Stats()
         stop = threading.Event()
-        budget = ([args.disconnects], threading.Lock()) if args.disconnects else None
+        # Disconnect mode: a warm-up quarter (until the KV pool's blocks were all touched
+        # once, RSS grows with them) before the counted disconnects.
+        warmup_count = max(100, args.disconnects // 4) if args.disconnects else 0
+        budget = ([args.disconnects + warmup_count], threading.Lock()) if args.disconnects else None
         rng = random.Random(args.seed)
         clients = [Client(server, args, stats, random.Random(rng.random()), None) for _ in range(args.clients)]
         threads = [threading.Thread(target=c.loop, args=(stop, budget), daemon=True) for c in clients]
@@ -485,7 +489,7 @@ def main(argv=None):
         fault_log = []
         kv_full_at = None
         while True:
-            time.sleep(2)
+            time.sleep(0.5 if args.disconnects else 2)
             now = time.time() - start
             done = sum(stats.outcomes.values())
             samples.append((now, server.rss_mb(), done))
@@ -531,6 +535,9 @@ def main(argv=None):
             span = samples[-1][0] if samples else 0
             # Warm-up: the first fifth of the run, or longer until every KV block was touched.
             warm_end = max(0.2 * span, kv_full_at or 0)
+            if args.disconnects:
+                warm_end = next((t for t, _, d in samples if d >= warmup_count), span)
+                report["warmup_disconnects"] = warmup_count
             report["warmup_seconds"] = round(warm_end, 1)
             warm = [s[1] for s in samples if s[0] <= warm_end] or [samples[0][1]]
             last = [s[1] for s in samples if s[0] >= 0.8 * span] or [samples[-1][1]]
@@ -541,6 +548,10 @@ def main(argv=None):
             step = max(1, len(samples) // 10)
             report["rss_timeline"] = [(round(t), round(r, 1), d) for t, r, d in samples[::step]]
             report["kv_cache_blocks_cached_at_end"] = server.gauges_cached()
+            _, text = server.request("GET", "/metrics")
+            report["server_finish_reasons"] = {
+                line.split('finish_reason="')[1].split('"')[0]: int(float(line.rsplit(" ", 1)[1]))
+                for line in text.decode().splitlines() if line.startswith("spillway_requests_finished_total{")}
             if not args.read_faults:
                 ok &= growth < 0.05
         if args.read_faults:
