@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The cgroup memory limit lowered while streams run (issue #20): `spillway serve
 # --memory-budget auto` starts in a cgroup v1 whose limit holds the whole model resident;
-# while 3 greedy streams decode, the limit is lowered to ~55% of the model's size, in 32 MiB
-# steps (v1 refuses a limit under the usage it cannot reclaim: each step waits for the
-# server to shed). The server must shed resident layers (spillway_residency_shed_total > 0),
+# while 3 greedy streams decode, the limit is lowered to 65% of the model's size, in steps
+# that follow the server's memory down (each 7% above what it holds: cgroup v1 OOM-kills
+# at once when the limit goes under memory it cannot reclaim). The server must shed resident
+# layers (spillway_residency_shed_total > 0),
 # never be OOM-killed, finish every stream, and give each the tokens of an unlimited `spillway
 # run` (greedy); afterwards a request still succeeds under the low limit.
 # Skipped (exit 77) where memory cgroups (v1) are not writable.
@@ -23,10 +24,10 @@ cgroup_cleanup_file "$log"
   --kv-heads 8 --vocab 4096 --context 512 >/dev/null
 model_mb=$(( $(stat -c %s "$model") / 1048576 ))
 start_mb=$(( model_mb * 2 + 128 ))
-low_mb=$(( model_mb * 55 / 100 ))
+low_mb=$(( model_mb * 65 / 100 ))
 echo "model ${model_mb} MB, cgroup limit ${start_mb} MB lowered to ${low_mb} MB mid-generation"
 
-tokens=48
+tokens=96
 prompts=("Once upon a time there was a little dog" "The sun was shining on the garden" "A boy and a girl played with a red ball")
 declare -a reference
 for i in "${!prompts[@]}"; do
@@ -37,8 +38,10 @@ done
 cgroup=$(cgroup_create lowered "$start_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
-cgroup_run "$cgroup" "$spillway" serve --model "$model" --port 0 --threads 2 --max-running 4 --ctx-size 512 \
-  --memory-budget auto --log-format json 2>"$log" >/dev/null &
+# Not `cgroup_run ... &`: a backgrounded function is a subshell, and $! would be that shell,
+# not the server (a TERM to it leaves the server running).
+bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" "$spillway" serve --model "$model" \
+  --port 0 --threads 2 --max-running 4 --ctx-size 512 --memory-budget auto --log-format json 2>"$log" >/dev/null &
 server=$!
 cgroup_cleanup_pid "$server"
 port=
@@ -49,7 +52,7 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 [ -n "$port" ] || { echo "FAIL: the server never listened"; tail -20 "$log"; exit 1; }
-metric() { curl -sf "http://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k {print int($2)}'; }
+metric() { { curl -sf "http://127.0.0.1:$port/metrics" || true; } | awk -v k="$1" '$1 == k {print int($2)}'; }
 model_id=$(curl -sf "http://127.0.0.1:$port/v1/models" | jq -r '.data[0].id')
 resident_start=$(metric spillway_resident_layers)
 echo "resident layers at start: $resident_start"
@@ -67,33 +70,50 @@ for _ in $(seq 1 400); do  # until every stream decodes
   [ "$(metric spillway_generation_tokens_total)" -ge 3 ] && break
   sleep 0.05
 done
-echo "generating: $(metric spillway_generation_tokens_total) tokens so far; lowering the limit"
+echo "generating: $(metric spillway_generation_tokens_total) tokens so far, cgroup usage $(( $(cat "$cgroup/memory.usage_in_bytes") / 1048576 )) MB; lowering the limit"
 
+# What the kernel cannot reclaim (anonymous, shmem, unevictable, kernel memory), MiB.
+unreclaimable_mb() {
+  local kmem=0
+  [ -f "$cgroup/memory.kmem.usage_in_bytes" ] && kmem=$(cat "$cgroup/memory.kmem.usage_in_bytes")
+  echo $(( ($(cgroup_stat "$cgroup" total_rss) + $(cgroup_stat "$cgroup" total_shmem) +
+            $(cgroup_stat "$cgroup" total_unevictable) + kmem) / 1048576 ))
+}
+# Each step puts the limit 7% above what the server holds (v1 OOM-kills a cgroup whose
+# limit is set under memory it cannot reclaim), so its controller reads available memory
+# under the floor and sheds; the next step follows the freed memory down.
 lowered_at=$(date +%s.%N)
 limit=$start_mb
 deadline=$(( $(date +%s) + 120 ))
 while [ "$limit" -gt "$low_mb" ] && [ "$(date +%s)" -lt "$deadline" ]; do
-  next=$(( limit - 32 > low_mb ? limit - 32 : low_mb ))
-  if echo $(( next * 1048576 )) > "$cgroup/memory.limit_in_bytes" 2>/dev/null; then
+  held=$(unreclaimable_mb)
+  margin=$(( limit * 7 / 100 ))  # under the server's floor (10% of the limit): it sheds
+  next=$(( held + margin > limit - 32 ? held + margin : limit - 32 ))  # 32 MiB at most
+  next=$(( next > low_mb ? next : low_mb ))
+  if [ "$next" -lt "$limit" ] && echo $(( next * 1048576 )) > "$cgroup/memory.limit_in_bytes" 2>/dev/null; then
+    [ $(( limit - next )) -ge 32 ] || echo "  $(echo "$(date +%s.%N) - $lowered_at" | bc | cut -c1-5) s: limit ${next} MB, the server holds ${held} MB"
     limit=$next
-  else
-    sleep 0.1  # usage above it: wait for a shed
   fi
+  sleep 0.2
 done
 echo "limit ${limit} MB after $(echo "$(date +%s.%N) - $lowered_at" | bc) s; streams done: $(metric spillway_generation_tokens_total) tokens"
 status=0
 for i in "${!prompts[@]}"; do wait "${pids[$i]}" || status=1; done
 after=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-  -d "$(jq -n --arg m "$model_id" '{model: $m, prompt: "One more", max_tokens: 8, temperature: 0}')" | jq -r '.choices[0].finish_reason' || true)
+  -d "$(jq -n --arg m "$model_id" '{model: $m, prompt: "One more", max_tokens: 8, temperature: 0}')" || true) 
+after=$(jq -r '.choices[0].finish_reason' <<<"$after" 2>/dev/null || true)
 shed=$(metric spillway_residency_shed_total)
 resident_end=$(metric spillway_resident_layers)
-kill -TERM "$server"
-wait "$server" || true
+kill -TERM "$server" 2>/dev/null || true
+server_status=0
+wait "$server" || server_status=$?
+echo "server exit status ${server_status}: $(tail -1 "$log" | cut -c1-200)"
 oom_after=$(cgroup_oom_kills "$cgroup")
 echo "shed ${shed} layers (resident ${resident_start} -> ${resident_end}), peak cgroup usage $(cgroup_peak_mb "$cgroup") MB, oom kills $(( oom_after - oom_before ))"
 grep -o '"message":"[^"]*shed[^"]*"[^}]*' "$log" | head -5 || true
 
-[ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; exit 1; }
+[ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; tail -5 "$log"; exit 1; }
+[ "$server_status" -eq 0 ] || { echo "FAIL: the server exited with ${server_status}"; exit 1; }
 [ "$limit" -le "$low_mb" ] || { echo "FAIL: the limit could not be lowered below ${limit} MB (no shed?)"; exit 1; }
 [ "$status" -eq 0 ] || { echo "FAIL: a request failed"; exit 1; }
 [ "${shed:-0}" -gt 0 ] || { echo "FAIL: nothing was shed"; exit 1; }
