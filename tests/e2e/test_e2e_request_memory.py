@@ -75,6 +75,23 @@ class RequestMemory(ServerTestCase):
             time.sleep(0.2)
         self.assertLess(growth, 3 * (15 << 20), "RSS grew by %.0f MB over six 15 MB requests" % (growth / 2**20))
 
+    def test_one_fifteen_megabyte_string_stays_within_a_small_multiple_of_the_body(self):
+        """The SentencePiece merge held ~24 bytes of symbol per character and a bigram queue:
+        a 15 MB one-string prompt peaked ~600 MB above the body. It now merges long texts in
+        exact chunks (engine/tokenizer/spm.cpp): peak growth within 10x the body (30x ASan)."""
+        pid = self.server.proc.pid
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+        before = vm_kib(pid, "VmHWM")
+        body = json.dumps(chat_body("word " * (3 << 20), max_tokens=1)).encode()
+        status, _, payload = self.post(body)
+        self.assertEqual(status, 400, payload[:300])
+        self.assertEqual(json.loads(payload)["error"]["code"], "context_length_exceeded")
+        growth = (vm_kib(pid, "VmHWM") - before) * 1024
+        bound = (30 if under_asan(pid) else 10) * len(body)
+        self.assertLess(growth, bound,
+                        "peak RSS grew by %.0f MB for a %.0f MB string" % (growth / 2**20, len(body) / 2**20))
+
     def test_too_many_messages_is_a_400_naming_the_limit(self):
         one = {"role": "user", "content": ""}
         status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("x", messages=[one] * 10001))
