@@ -2,7 +2,8 @@
 // chunks cut before a "▁" that follows another character, which must give exactly the ids of
 // the unchunked merge. Reference: the same tokenizer with chunking off (spm_chunk_bytes() =
 // SIZE_MAX), whose ids the llama.cpp vocab tests (test_tokenizer_vocab.cpp) check; inputs:
-// llama.cpp's own vocab test inputs, concatenated so every chunk boundary lands somewhere new.
+// llama.cpp's own vocab test inputs (llama-spm, phi-3), concatenated so every chunk boundary
+// lands somewhere new.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -25,8 +26,7 @@ std::vector<int32_t> encode_with_chunk(const Tokenizer& tok, const std::string& 
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 
-std::string long_text() {
-  const std::string path = test::testdata("vocab/ggml-vocab-llama-spm.gguf");
+std::string long_text(const std::string& path) {
   std::string text;
   for (const test::VocabCase& c : test::read_vocab_cases(path)) text += c.input + "  \n " + c.input + " ";
   while (text.size() < (300u << 10)) text += text;
@@ -35,13 +35,18 @@ std::string long_text() {
 
 TEST(SpmChunking, EqualsTheUnchunkedMergeAtEveryChunkSize) {
   ChunkBytes restore;
-  auto tok = test::load_tokenizer(test::testdata("vocab/ggml-vocab-llama-spm.gguf"));
-  ASSERT_TRUE(tok);
-  const std::string text = long_text();
-  const std::vector<int32_t> reference = encode_with_chunk(*tok, text, SIZE_MAX);
-  ASSERT_GT(reference.size(), 10000u);
-  for (size_t chunk : {size_t{8}, size_t{100}, size_t{4096}, size_t{64} << 10}) {
-    EXPECT_EQ(encode_with_chunk(*tok, text, chunk), reference) << "chunk " << chunk;
+  // Both SentencePiece vocabularies of llama.cpp's vocab tests (no token of either holds a
+  // "▁" right after another character, so both chunk).
+  for (const char* name : {"llama-spm", "phi-3"}) {
+    const std::string path = test::testdata(std::string("vocab/ggml-vocab-") + name + ".gguf");
+    auto tok = test::load_tokenizer(path);
+    ASSERT_TRUE(tok) << name;
+    const std::string text = long_text(path);
+    const std::vector<int32_t> reference = encode_with_chunk(*tok, text, SIZE_MAX);
+    ASSERT_GT(reference.size(), 10000u) << name;
+    for (size_t chunk : {size_t{8}, size_t{100}, size_t{4096}, size_t{64} << 10}) {
+      EXPECT_EQ(encode_with_chunk(*tok, text, chunk), reference) << name << ", chunk " << chunk;
+    }
   }
 }
 
