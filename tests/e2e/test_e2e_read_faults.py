@@ -7,7 +7,8 @@ Checked: while reads fail, a non-streamed request gets a 500 OpenAI error body n
 model file and the fault, a streamed one an SSE error event (no [DONE]); the process stays
 up, /live and /metrics answer, nothing stays running or holds KV blocks; once reads work
 again the server serves the same greedy tokens as before the faults (the failed steps left
-nothing wrong behind, e.g. in the prefix cache)."""
+nothing wrong behind, e.g. in the prefix cache). The same for the MoE expert cache's reads
+(every layer resident, experts streamed)."""
 import json
 import os
 import tempfile
@@ -99,6 +100,37 @@ class ReadFaults(unittest.TestCase):
         self.check_idle()
         failed = self.server.metric("spillway_requests_finished_total", finish_reason="error")
         self.assertGreaterEqual(failed, 4)
+
+
+class ExpertReadFaults(unittest.TestCase):
+    """The MoE expert cache reads through the same DirectReader: every layer resident, routed
+    experts in a cache of 31% of them (misses every step), EIO on their reads."""
+    MOE = os.path.join(os.environ.get("SPILLWAY_TESTDATA", ""), "models", "qwen35moe-tiny-peaked-q8_0.gguf")
+
+    def test_failed_expert_reads_fail_the_request_and_the_cache_recovers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            control = os.path.join(tmp, "read-faults")
+            server = Server("--memory-budget", "1G", "--resident-layers", "all", "--expert-cache", "300K",
+                            "--read-mode", "buffered", model=self.MOE,
+                            env={"SPILLWAY_DEBUG_READ_FAULTS": control}).wait_ready()
+            try:
+                body = {"model": "qwen35moe-tiny-peaked-q8_0", "prompt": "Once upon a time", **GREEDY}
+                status, _, before = server.post_json("/v1/completions", body)
+                self.assertEqual(status, 200, before)
+                self.assertEqual(server.metric("spillway_streamed_layers"), 0)
+                with open(control, "w") as f:
+                    f.write("eio")
+                status, _, failed = server.post_json("/v1/completions", body)
+                self.assertEqual(status, 500, failed)
+                self.assertIn("Input/output error (injected fault)", failed["error"]["message"])
+                os.unlink(control)
+                status, _, after = server.post_json("/v1/completions", body)
+                self.assertEqual(status, 200, after)
+                self.assertEqual(after["choices"][0]["text"], before["choices"][0]["text"])
+                self.assertEqual(server.metric("spillway_kv_cache_blocks", state="used"), 0)
+            finally:
+                server.close()
+            self.assertEqual(server.proc.returncode, 0, server.logs[-20:])
 
 
 if __name__ == "__main__":
