@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/platform/read_fault_injection.h"
+
 namespace spillway::engine {
 
 namespace {
@@ -81,6 +83,20 @@ Result<const uint8_t*> DirectReader::read(uint64_t offset, uint64_t size, uint8_
                              path_, span, start, got, file_size_)};
   };
   uint64_t got = 0;
+  switch (injected_read_fault()) {  // debug only: read_fault_injection.h (off: one flag load)
+    case ReadFault::None: break;
+    case ReadFault::Eio:
+      return Error{fmt::format("{}: read of {} bytes at offset {} failed: {} (injected fault)", path_, span,
+                               start, std::strerror(EIO))};
+    case ReadFault::Short: {
+      const int err = pread_all(buffered_fd_, start, span / 2, dst, &got);
+      if (err != 0) {
+        return Error{fmt::format("{}: read of {} bytes at offset {} failed: {}", path_, span, start,
+                                 std::strerror(err))};
+      }
+      return Error{short_read(got).message + " (injected fault)"};
+    }
+  }
   if (direct_fd_ >= 0 && !direct_refused_.load(std::memory_order_relaxed)) {
     const int err = pread_all(direct_fd_, start, span, dst, &got);
     if (err == 0) return got >= needed ? Result<const uint8_t*>(result) : Result<const uint8_t*>(short_read(got));

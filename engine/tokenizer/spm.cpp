@@ -2,7 +2,15 @@
 // "▁", the text is split into UTF-8 characters, and the adjacent pair whose concatenation is
 // the token with the highest score is merged until no pair is a token (ties: leftmost first).
 // Symbols that are not tokens fall back to <0xXX> byte tokens.
+//
+// Long texts are merged in chunks (issue #20: one 15 MB prompt peaked at ~700 MB RSS in the
+// per-character symbols and the bigram queue). A chunk ends just before a "▁" that follows a
+// character other than "▁", and only when no vocabulary token has such a pair inside it (the
+// vocabularies seen have "▁" only as a prefix or in runs of "▁"): then no token can span the
+// cut, merges inside one chunk never depend on another, and the result is exactly the
+// unchunked one (spm_chunk_bytes() = SIZE_MAX gives the unchunked path, for tests).
 #include <array>
+#include <atomic>
 #include <queue>
 #include <string>
 #include <vector>
@@ -27,6 +35,17 @@ class SpmTokenizer final : public VocabTokenizer {
       if (id < 0) id = this->vocab().unk;
       byte_token_[b] = id;
     }
+    // Chunking is exact when no token holds "▁" right after another character.
+    chunkable_ = true;
+    for (const std::string& t : this->vocab().texts) {
+      for (size_t at = t.find(kSpaceMarker, 1); at != std::string::npos; at = t.find(kSpaceMarker, at + 1)) {
+        if (at < kSpaceMarker.size() || t.compare(at - kSpaceMarker.size(), kSpaceMarker.size(), kSpaceMarker) != 0) {
+          chunkable_ = false;
+          break;
+        }
+      }
+      if (!chunkable_) break;
+    }
     build_piece_cache();
   }
 
@@ -50,7 +69,11 @@ class SpmTokenizer final : public VocabTokenizer {
   }
 
  private:
+  // Merges one chunk of escaped text.
+  void encode_escaped(std::string_view text, std::vector<int32_t>& out) const;
+
   std::array<int32_t, 256> byte_token_{};
+  bool chunkable_ = false;
 };
 
 struct Symbol {
@@ -85,7 +108,25 @@ void SpmTokenizer::encode_text(std::string_view raw, bool starts_segment,
     else text += c;
   }
   if (text.empty()) return;
+  const size_t chunk = chunkable_ ? spm_chunk_bytes().load(std::memory_order_relaxed) : SIZE_MAX;
+  const std::string_view all(text);
+  size_t begin = 0;
+  while (all.size() - begin > chunk) {
+    // The first "▁" at or after begin + chunk that follows another character.
+    size_t cut = all.find(kSpaceMarker, begin + chunk);
+    while (cut != std::string_view::npos && cut >= kSpaceMarker.size() &&
+           all.compare(cut - kSpaceMarker.size(), kSpaceMarker.size(), kSpaceMarker) == 0) {
+      cut = all.find(kSpaceMarker, cut + kSpaceMarker.size());
+    }
+    if (cut == std::string_view::npos) break;
+    encode_escaped(all.substr(begin, cut - begin), out);
+    begin = cut;
+  }
+  encode_escaped(all.substr(begin), out);
+}
 
+void SpmTokenizer::encode_escaped(std::string_view text, std::vector<int32_t>& out) const {
+  const Vocab& v = vocab();
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t offset = 0; offset < text.size();) {
@@ -100,7 +141,7 @@ void SpmTokenizer::encode_text(std::string_view raw, bool starts_segment,
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const size_t size = symbols[left].size + symbols[right].size;
-    const int32_t id = v.find(std::string_view(text).substr(symbols[left].offset, size));
+    const int32_t id = v.find(text.substr(symbols[left].offset, size));
     if (id < 0) return;
     queue.push({left, right, v.scores[id], size});
   };
@@ -123,7 +164,7 @@ void SpmTokenizer::encode_text(std::string_view raw, bool starts_segment,
 
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& s = symbols[i];
-    const std::string_view piece = std::string_view(text).substr(s.offset, s.size);
+    const std::string_view piece = text.substr(s.offset, s.size);
     const int32_t id = v.find(piece);
     if (id >= 0) {
       out.push_back(id);
@@ -137,6 +178,11 @@ void SpmTokenizer::encode_text(std::string_view raw, bool starts_segment,
 }
 
 }  // namespace
+
+std::atomic<size_t>& spm_chunk_bytes() {
+  static std::atomic<size_t> bytes{64 << 10};
+  return bytes;
+}
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab) {
   return std::make_unique<SpmTokenizer>(std::move(vocab));

@@ -6,6 +6,8 @@
 // Internal to the engine's tokenizer files. Immutable after construction; thread-safe.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,6 +76,9 @@ class VocabTokenizer : public Tokenizer {
 };
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab);
+// Bytes of escaped text the SentencePiece tokenizer merges at once (spm.cpp: exact chunking
+// of long texts); SIZE_MAX: no chunking (tests compare the two). Process-wide.
+std::atomic<size_t>& spm_chunk_bytes();
 // Reads and checks tokenizer.ggml.merges.
 Result<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocab vocab,
                                                       std::unique_ptr<PreTokenizer> pretokenizer,

@@ -30,6 +30,15 @@ _cgroup_cleanup() {
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     kill -9 "$pid" 2>/dev/null || true
   done
+  # Whatever still runs inside a test's cgroup (e.g. the server of `cgroup_run ... &`, where
+  # $! is the backgrounded subshell, not the server) would keep the cgroup from being removed.
+  for dir in "${_cgroup_dirs[@]}"; do
+    [ -f "$dir/cgroup.procs" ] || continue
+    for pid in $(cat "$dir/cgroup.procs"); do kill "$pid" 2>/dev/null || true; done
+    for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/cgroup.procs" ] || break; sleep 0.5; done
+    for pid in $(cat "$dir/cgroup.procs"); do kill -9 "$pid" 2>/dev/null || true; done
+    for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/cgroup.procs" ] || break; sleep 0.2; done
+  done
   for dir in "${_cgroup_dirs[@]}"; do
     [ -d "$dir" ] && rmdir "$dir" 2>/dev/null || true
   done

@@ -53,6 +53,45 @@ class RequestMemory(ServerTestCase):
         status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("Hi", max_tokens=2))
         self.assertEqual(status, 200, reply)
 
+    def test_memory_of_large_requests_goes_back_to_the_os(self):
+        """glibc kept the freed memory of large requests in the HTTP threads' arenas: RSS grew
+        by ~255 MB over three 15 MB empty-message bodies and three 15 MB one-string prompts
+        (the tokenizer's peak); the server now trims the heap after a request whose body is
+        >= 1 MiB (server/http/memory_trim.h): RSS must come back within 3x one body."""
+        pid = self.server.proc.pid
+        if under_asan(pid):
+            self.skipTest("ASan's allocator keeps freed memory in its quarantine")
+        before = vm_kib(pid, "VmRSS")
+        one_string = json.dumps(chat_body("word " * (3 << 20), max_tokens=1)).encode()
+        for body in [empty_messages_body(15 << 20)] * 3 + [one_string] * 3:
+            status, _, payload = self.post(body)
+            self.assertEqual(status, 400, payload[:300])
+        # The exchange ends (and trims) after the response is written: wait for it.
+        deadline = time.time() + 10
+        while True:
+            growth = (vm_kib(pid, "VmRSS") - before) * 1024
+            if growth < 3 * (15 << 20) or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertLess(growth, 3 * (15 << 20), "RSS grew by %.0f MB over six 15 MB requests" % (growth / 2**20))
+
+    def test_one_fifteen_megabyte_string_stays_within_a_small_multiple_of_the_body(self):
+        """The SentencePiece merge held ~24 bytes of symbol per character and a bigram queue:
+        a 15 MB one-string prompt peaked ~600 MB above the body. It now merges long texts in
+        exact chunks (engine/tokenizer/spm.cpp): peak growth within 10x the body (30x ASan)."""
+        pid = self.server.proc.pid
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+        before = vm_kib(pid, "VmHWM")
+        body = json.dumps(chat_body("word " * (3 << 20), max_tokens=1)).encode()
+        status, _, payload = self.post(body)
+        self.assertEqual(status, 400, payload[:300])
+        self.assertEqual(json.loads(payload)["error"]["code"], "context_length_exceeded")
+        growth = (vm_kib(pid, "VmHWM") - before) * 1024
+        bound = (30 if under_asan(pid) else 10) * len(body)
+        self.assertLess(growth, bound,
+                        "peak RSS grew by %.0f MB for a %.0f MB string" % (growth / 2**20, len(body) / 2**20))
+
     def test_too_many_messages_is_a_400_naming_the_limit(self):
         one = {"role": "user", "content": ""}
         status, _, reply = self.server.post_json("/v1/chat/completions", chat_body("x", messages=[one] * 10001))
