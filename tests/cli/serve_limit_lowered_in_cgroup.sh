@@ -123,6 +123,8 @@ grep -o '"message":"[^"]*shed[^"]*"[^}]*' "$log" | head -5 || true
   echo "FAIL: the limit could not be lowered below ${limit} MB (usage at start ${usage_start_mb} MB; no shed?)"; exit 1; }
 [ "$status" -eq 0 ] || { echo "FAIL: a request failed"; exit 1; }
 [ "${shed:-0}" -gt 0 ] || { echo "FAIL: nothing was shed"; exit 1; }
+grep -q '"message":"memory pressure: resident weights shed"' "$log" || {
+  echo "FAIL: the server shed layers but did not log it"; exit 1; }
 for i in "${!prompts[@]}"; do
   got=$(jq -r '.choices[0].text' "${outs[$i]}")
   [ "$got" = "${reference[$i]}" ] || { echo "FAIL: stream $i served '$got', unlimited run '${reference[$i]}'"; exit 1; }
