@@ -105,9 +105,9 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     }
   }
   if (auto v = d.string("cache")) {
-    if (*v != "none" && *v != "block") {
+    if (*v != "none" && *v != "block" && *v != "compact") {
       d.fail(invalid_value("diffusion.cache",
-                           fmt::format("Invalid 'diffusion.cache': '{}'. Expected 'none' or 'block'.", *v)));
+                           fmt::format("Invalid 'diffusion.cache': '{}'. Expected 'none', 'block' or 'compact'.", *v)));
     } else if (*v == "block" && !out.block_length) {
       d.fail(invalid_value("diffusion.cache", "Invalid 'diffusion.cache': 'block' needs diffusion.block_length."));
     } else {
