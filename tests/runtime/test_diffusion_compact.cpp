@@ -159,10 +159,10 @@ void expect_live_rows(const char* model_name, DiffusionParams params) {
   int32_t full_steps = 0, compacted_steps = 0;
   ForwardBatch batch;
   for (;;) {
-    const bool refresh = c.needs_refresh();
     const std::span<const int32_t> step = c.begin_step();
     const std::vector<int32_t> rows(step.begin(), step.end());
     if (c.done()) break;
+    const bool refresh = c.needs_refresh();  // a block's first step (begin_step may start one)
     const std::span<const int32_t> live = c.forward_positions();
     if (refresh) {
       EXPECT_TRUE(live.empty());
