@@ -108,6 +108,8 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   stats_.rows_evaluated += forwarded;
   if (forwarded < length()) ++stats_.cached_forwards;
   refresh_ = false;
+  // compact_refresh: the step after every compact_refresh-th step of the block forwards all.
+  if (params_.compact && params_.compact_refresh > 0 && (step_ + 1) % params_.compact_refresh == 0) refresh_ = true;
   stats_.rows_sampled += n;
   last_positions_.clear();
   last_tokens_.clear();

@@ -75,6 +75,9 @@ struct DiffusionParams {
   // compact is set.
   bool compact = false;
   bool compact_all_live = false;
+  // compact: > 0 also forwards the whole canvas every compact_refresh-th step of a block
+  // (refreshing every frozen position's K/V); 0: only at a block's first step.
+  int32_t compact_refresh = 0;
   // Set by the API when the request named a cache ("none", "block", "compact"): the server's
   // default (SchedulerConfig::diffusion_compact) then does not apply.
   bool cache_chosen = false;
