@@ -205,5 +205,53 @@ TEST(DiffusionCompact, CompactedStepsForwardExactlyTheLiveRows) {
   expect_live_rows("dream-tiny-peaked-f16.gguf", d);
 }
 
+// compact_refresh N: a full forward every N steps of a block. N = 1 is the reference (every
+// step full, same tokens and rows); N = 2 alternates full and compacted steps.
+TEST(DiffusionCompact, RefreshEveryStepIsTheReferenceAndEveryOtherStepAlternates) {
+  auto m = Model::open(model_path("llada-tiny-peaked-f16.gguf"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const ModelConfig& cfg = (*m)->config();
+  kernels::ThreadPool pool(2);
+  const std::vector<int32_t> prompt = {1, 9038, 2501, 263, 931, 29892, 727, 471};
+  const int32_t length = 8 + 32;
+  const std::vector<int32_t> table = {0, 1, 2};
+  DiffusionParams p;
+  p.schedule = Schedule::Block;
+  p.block_length = 8;
+  p.blocks_over_canvas = false;
+  p.steps = 16;  // 4 blocks of 4 steps
+  auto run = [&](const DiffusionParams& params, std::vector<bool>* full_steps) {
+    KvCache kv(cfg, 16, 3, kernels::DType::F32);
+    ForwardPass forward(**m, kv, pool, length, length);
+    Canvas c(prompt, length, cfg.mask_token_id, cfg.shift_logits, params);
+    ForwardBatch batch;
+    for (;;) {
+      const std::span<const int32_t> rows = c.begin_step();
+      if (c.done()) break;
+      if (full_steps) full_steps->push_back(c.forward_count() == length);
+      batch.clear();
+      add_canvas_step(c, rows, table, batch);
+      auto logits = forward.execute(batch);
+      EXPECT_TRUE(logits.ok());
+      c.commit(logits->data(), cfg.n_vocab);
+    }
+    return c;
+  };
+  const Canvas ref = run(p, nullptr);
+  DiffusionParams every = p;
+  every.compact = true;
+  every.compact_refresh = 1;
+  const Canvas c1 = run(every, nullptr);
+  EXPECT_EQ(c1.tokens(), ref.tokens());
+  EXPECT_EQ(c1.stats().rows_evaluated, ref.stats().rows_evaluated);
+  DiffusionParams other = p;
+  other.compact = true;
+  other.compact_refresh = 2;
+  std::vector<bool> full;
+  run(other, &full);
+  ASSERT_EQ(full.size(), 16u);
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], i % 2 == 0) << "step " << i;
+}
+
 }  // namespace
 }  // namespace spillway::engine::diffusion
