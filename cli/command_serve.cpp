@@ -72,6 +72,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
           ->check(CLI::Range(1, 1 << 20))
           ->capture_default_str(),
       "SPILLWAY_MAX_BATCH_TOKENS");
+  env(cmd->add_flag("--diffusion-compact", o->diffusion_compact,
+                    "Diffusion models: forward only each canvas's live rows (compacted active set) "
+                    "unless a request names diffusion.cache"),
+      "SPILLWAY_DIFFUSION_COMPACT");
+  env(cmd->add_flag("--step-buckets", o->step_buckets,
+                    "Pad every engine step's rows up to the step-plan ladder (attention-only models)"),
+      "SPILLWAY_STEP_BUCKETS");
   env(cmd->add_option("--max-running", o->max_running, "Sequences decoded together")
           ->check(CLI::Range(1, 1 << 16))
           ->capture_default_str(),

@@ -106,6 +106,13 @@ void EngineLoop::Impl::publish_locked() {
   s.state_snapshots = c.state_snapshots;
   s.state_snapshot_stats = runner->state_snapshot_stats();
   s.mobile_stats = runner->mobile_stats();
+  if (const StepPlans* plans = runner->step_plans()) {
+    s.step_plan_builds = plans->builds();
+    s.padded_rows_by_bucket.clear();
+    for (size_t b = 0; b < plans->sizes().size(); ++b) {
+      s.padded_rows_by_bucket.emplace_back(plans->sizes()[b], plans->padded_rows(static_cast<int>(b)));
+    }
+  }
   published = s;
 }
 
@@ -168,6 +175,7 @@ bool EngineLoop::Impl::step() {
   if (!batch.empty()) {
     stats.batch_tokens = batch.n_tokens();
     stats.batch_sequences = scheduler.step_sequences();
+    for (const CanvasRows& c : batch.canvases) stats.canvas_rows.push_back(c.canvas->forward_count());
     const auto start = std::chrono::steady_clock::now();
     Status status;
     try {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <optional>
 #include <string>
 #include <variant>
@@ -56,6 +57,10 @@ struct EngineSnapshot {
   int32_t state_snapshots = 0;
   scheduler::StateSnapshotStats state_snapshot_stats;  // the runner's snapshot bytes and copies
   scheduler::MobileStats mobile_stats;  // MoE models: MoBiLE little / fallback decode tokens
+  // Shape buckets (the runner's StepPlans, issue #17): plans built so far, and per bucket
+  // (its row count) the padding rows its steps added (0 unless the runner pads).
+  int64_t step_plan_builds = 0;
+  std::vector<std::pair<int32_t, int64_t>> padded_rows_by_bucket;
 };
 
 class EngineLoop {

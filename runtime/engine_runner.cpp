@@ -12,6 +12,7 @@
 #include "engine/sampling/sampling_pool.h"
 #include "runtime/mobile_step.h"
 #include "scheduler/step_plans.h"
+#include "runtime/step_buckets.h"
 
 namespace spillway::runtime {
 
@@ -62,18 +63,28 @@ class EngineRunner final : public ModelRunner {
         state_(cfg_, resolve_state_slots(config, cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
+        pad_(config.pad_step_buckets && state_.n_layers() == 0),
         sampling_(pool),
         snapshots_(resolve_state_snapshots(config, cfg_)),
         weights_(options.weights),
         mobile_(cfg_, options.mobile) {
     forward_.set_recurrent_state(&state_);
+    // Padding rows of a MoE model would be routed through experts (time, routing counters),
+    // and MoBiLE plans per token of the unpadded step: MoE models run unpadded.
+    if (mobile_.top_k() > 0) pad_ = false;
   }
 
   Status execute(const StepBatch& batch, StepResult& result) override {
     SPILLWAY_TRY(check(batch));
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
-    plans_.record(batch.n_tokens());
+    // Shape buckets: the step runs at its bucket's row count (padding rows, step_buckets.h).
+    const int bucket = plans_.record(batch.n_tokens(), pad_);
+    const engine::ForwardBatch* forward_batch = &batch.forward;
+    if (pad_ && plans_.sizes()[bucket] > batch.n_tokens()) {
+      pad_forward_batch(batch.forward, plans_.sizes()[bucket], padded_);
+      forward_batch = &padded_;
+    }
     for (const StepBatch::StateTransfer& r : batch.state_restores) state_.restore(r.state_slot, snapshots_[r.snapshot]);
     // Structured output: the rows' masks are computed while the forward runs.
     for (const RowSampling& row : batch.rows) prefetch_jobs_.push_back(row.sampler ? row.sampler->constraint() : nullptr);
@@ -82,7 +93,10 @@ class EngineRunner final : public ModelRunner {
       engine::MaskPrefetcher& p;
       ~WaitMasks() { p.wait(); }
     } wait_masks{prefetch_};
-    auto forwarded = mobile_.run(forward_, state_, weights_, batch);  // a plain forward unless MoBiLE
+    // MoE models are never padded (below), so a padded step is a plain forward.
+    auto forwarded = forward_batch == &batch.forward
+                         ? mobile_.run(forward_, state_, weights_, batch)  // a plain forward unless MoBiLE
+                         : forward_.execute(*forward_batch);
     if (!forwarded) return forwarded.error();
     for (const StepBatch::StateTransfer& s : batch.state_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     const std::span<const float> logits = *forwarded;
@@ -106,6 +120,7 @@ class EngineRunner final : public ModelRunner {
   }
   int32_t live_step_plans() const override { return plans_.live(); }
   MobileStats mobile_stats() const override { return mobile_.stats(); }
+  const StepPlans* step_plans() const override { return &plans_; }
   void between_steps() override {
     if (between_steps_) between_steps_();
   }
@@ -144,6 +159,15 @@ class EngineRunner final : public ModelRunner {
       }
       if (state_.n_layers() > 0 && (s.state_slot < 0 || s.state_slot >= state_.n_slots())) {
         return Error{fmt::format("recurrent-state slot {} is out of range", s.state_slot)};
+      }
+      if (!s.positions.empty()) {  // a compacted canvas step: ascending positions inside the canvas
+        bool ok = s.mode == engine::AttentionMode::Canvas && s.positions.size() == size_t(s.n_tokens) &&
+                  s.canvas_end <= max_context_ &&
+                  static_cast<int64_t>(s.block_table.size()) * kv_.block_size() >= s.canvas_end;
+        for (size_t i = 0; ok && i < s.positions.size(); ++i) {
+          ok = s.positions[i] >= 0 && s.positions[i] < s.canvas_end && (i == 0 || s.positions[i] > s.positions[i - 1]);
+        }
+        if (!ok) return Error{fmt::format("malformed compacted canvas sequence ({} positions)", s.positions.size())};
       }
       for (int32_t b : s.block_table) {
         if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
@@ -187,6 +211,8 @@ class EngineRunner final : public ModelRunner {
   engine::RecurrentState state_;  // hybrid models' slots (no layers, no memory otherwise)
   engine::ForwardPass forward_;
   StepPlans plans_;
+  bool pad_ = false;               // pad steps to their bucket (attention-only models)
+  engine::ForwardBatch padded_;    // the padded copy of a step's batch
   engine::SamplingPool sampling_;  // per-thread sampling scratch
   engine::MaskPrefetcher prefetch_;  // structured output: masks during the forward
   std::vector<engine::TokenConstraint*> prefetch_jobs_;

@@ -6,12 +6,16 @@
 // recurrent-state slots.
 // Diffusion canvases (StepBatch::canvases): their rows are committed by the canvas's own
 // rule (scheduler::commit_canvases) after the forward, on the engine thread.
-// Step plans: token counts are bucketed by StepPlans (at most 10 sizes up to
-// max_batch_tokens) and live_step_plans() reports the buckets used. The CPU forward does
-// not pad: every row is computed independently, so padding rows would only cost time; the
-// ForwardPass workspaces are allocated once, at construction, for the largest bucket
-// (max_batch_tokens) and max_context, so they serve every bucket and a step allocates
-// nothing (the logits of more than 64 rows grow once, amortized).
+// Step plans: token counts are bucketed by StepPlans (at most 12 sizes up to
+// max_batch_tokens) and live_step_plans() reports the buckets used. With
+// SchedulerConfig::pad_step_buckets (attention-only models) a step runs padded to its bucket
+// (runtime/step_buckets.h: padding rows write no K/V, attend to nothing, get no logits, and
+// change no live row's bits), so the forward only sees the ladder's shapes; off (default), it
+// runs unpadded: every row is computed independently, so padding only costs time on this CPU
+// forward (bench/README.md "Rows-vs-time sweep"). The ForwardPass workspaces are allocated
+// once, at construction, for the largest bucket (max_batch_tokens) and max_context, so they
+// serve every bucket and a step allocates nothing (the logits of more than 64 rows grow once,
+// amortized); the kernels' thread split is a function of the (padded) row count.
 //
 // Thread contract: engine thread only; kernels fan out on the ThreadPool.
 #pragma once

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "grammar/token_trie.h"
 
@@ -38,6 +39,13 @@ struct SchedulerConfig {
   bool diffusion_model = false;
   int32_t mask_token_id = -1;      // diffusion models: the mask token
   bool shift_logits = false;       // diffusion models: position p reads logits row p - 1
+  // Diffusion models: requests that name no diffusion.cache use the compacted active set
+  // (engine::diffusion::DiffusionParams::compact) when true, the full recompute when false.
+  bool diffusion_compact = false;
+  // Shape buckets (issue #17): the runner pads every step's rows up to the StepPlans ladder
+  // (runtime/step_buckets.h; attention-only models). false: steps run unpadded and the
+  // buckets are only recorded.
+  bool pad_step_buckets = false;
   // Structured output: the tokenizer's vocabulary as a trie (engine::build_token_trie, once
   // at load). Null: requests with a grammar are refused.
   std::shared_ptr<const grammar::TokenTrie> token_trie;
@@ -52,6 +60,7 @@ struct StepStats {
   int32_t batch_sequences = 0;   // sequences in the step
   int32_t preemptions = 0;       // sequences preempted while building this step
   double seconds = 0.0;          // wall time of the forward + sampling
+  std::vector<int32_t> canvas_rows;  // per diffusion canvas of the step: rows it forwarded
 };
 
 // Recurrent-state snapshot traffic of a runner (ModelRunner::state_snapshot_stats) (hybrid models; zeros otherwise), for metrics.

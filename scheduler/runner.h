@@ -29,6 +29,7 @@
 #include "engine/forward/mobile_params.h"
 #include "engine/sampling/sampling.h"
 #include "scheduler/config.h"
+#include "scheduler/step_plans.h"
 
 namespace spillway::scheduler {
 
@@ -113,6 +114,9 @@ class ModelRunner {
   virtual MobileStats mobile_stats() const { return {}; }
   // Distinct padded batch shapes (step plans) the runner keeps; bounded by a fixed set.
   virtual int32_t live_step_plans() const = 0;
+  // The step-plan buckets and their counters (plan builds, padded rows); null when the runner
+  // keeps none.
+  virtual const StepPlans* step_plans() const { return nullptr; }
   // Called on the engine thread after every step, and about once a second while idle: the
   // real runner adapts its resident weights to memory pressure here.
   virtual void between_steps() {}

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/diffusion/active_set.h"
+
 namespace spillway::scheduler {
 
 namespace {
@@ -60,6 +62,7 @@ engine::diffusion::DiffusionParams Scheduler::canvas_params(const GenerationPara
     p.steps = 0;
   }
   if (p.steps <= 0) p.steps = canvas_tokens(params);
+  if (!p.cache_chosen && config_.diffusion_compact) p.compact = true;
   return p;
 }
 
@@ -202,8 +205,7 @@ const StepBatch& Scheduler::schedule() {
       }
       if (seq.canvas) {
         // The whole canvas or nothing, with the prefills (its blocks are held while running).
-        const engine::diffusion::Canvas::Range range = seq.canvas->forward_range();
-        const int32_t n = range.end - range.begin;
+        const int32_t n = seq.canvas->forward_count();
         if (pass == 1 && n <= budget_ && ensure_blocks(seq, seq.canvas->length())) schedule_tokens(seq, n);
         continue;
       }
@@ -483,6 +485,7 @@ void Scheduler::build_batch() {
     bs.start_position = seq->computed;
     bs.block_table.assign(seq->block_table.begin(), seq->block_table.end());
     bs.mode = engine::AttentionMode::Causal;
+    bs.positions.clear();
     bs.state_slot = seq->state_slot;
     if (seq->canvas) {
       add_canvas_rows(*seq, bs);
@@ -511,17 +514,11 @@ void Scheduler::build_batch() {
 void Scheduler::add_canvas_rows(Sequence& seq, engine::BatchSequence& bs) {
   engine::ForwardBatch& fb = batch_.forward;
   const engine::diffusion::Canvas& canvas = *seq.canvas;
-  const engine::diffusion::Canvas::Range range = canvas.forward_range();
-  assert(canvas.pending() && seq.computed == 0 && seq.scheduled == range.end - range.begin);
-  bs.mode = engine::AttentionMode::Canvas;
-  bs.start_position = range.begin;
-  bs.n_tokens = range.end - range.begin;
-  bs.canvas_begin = range.begin;
-  bs.canvas_end = canvas.length();
-  fb.tokens.insert(fb.tokens.end(), canvas.tokens().begin() + range.begin, canvas.tokens().begin() + range.end);
+  assert(canvas.pending() && seq.computed == 0 && seq.scheduled == canvas.forward_count());
+  engine::diffusion::fill_canvas_sequence(canvas, bs, fb.tokens);
   CanvasRows rows{seq.canvas.get(), static_cast<int32_t>(fb.logit_rows.size()), 0};
   for (int32_t p : canvas.pending_rows()) {
-    fb.logit_rows.push_back(bs.first_token + canvas.logit_row(p) - range.begin);
+    fb.logit_rows.push_back(bs.first_token + engine::diffusion::forwarded_index(canvas, canvas.logit_row(p)));
     batch_.rows.push_back(RowSampling{});
     row_owner_.emplace_back(&seq, -1);
     ++rows.n_rows;

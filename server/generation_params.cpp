@@ -37,6 +37,9 @@ api::ApiResult<engine::diffusion::DiffusionParams> diffusion_params(const api::S
   }
   if (d.alg_temp) p.alg_temp = static_cast<float>(*d.alg_temp);
   p.block_cache = d.cache == "block";
+  p.compact = d.cache == "compact";
+  p.cache_chosen = d.cache.has_value();
+  p.compact_refresh = d.compact_refresh.value_or(0);
   p.repeat_guard = d.repeat_guard.value_or(0);
   if (d.sampler == "turbo" || d.threshold) {
     // The seed's default two-stage rule: 0.95 for the first 8 steps of a block, then 0.80.

@@ -147,6 +147,8 @@ Status ModelService::load() {
   diffusion_model_.store(sc.diffusion_model, std::memory_order_release);
   sc.mask_token_id = cfg.mask_token_id;
   sc.shift_logits = cfg.shift_logits;
+  sc.diffusion_compact = options_.diffusion_compact;
+  sc.pad_step_buckets = options_.step_buckets;
   if (!sc.diffusion_model) {  // structured output: the vocabulary as a trie, once
     const auto trie_t0 = std::chrono::steady_clock::now();
     sc.token_trie = engine::build_token_trie(*tokenizer_);

@@ -41,6 +41,8 @@ struct ServeOptions {
   // passes this many bytes has its sequences paused until the client reads it down to half;
   // 0: off (output is buffered until the write timeout).
   uint64_t max_unsent_stream_bytes = 256 * 1024;
+  bool diffusion_compact = false;  // --diffusion-compact: compacted active set by default (issue #17)
+  bool step_buckets = false;       // --step-buckets: pad steps to the StepPlans ladder (issue #17)
   engine::ResidencyOptions residency;  // --memory-budget and friends (README, "Models bigger than memory")
   engine::MobileSettings mobile;       // MoE models: --moe-little-experts, --moe-fallback-confidence
   // Writes the demo model at a path (with progress) when `model` is empty; supplied by cli/

@@ -13,8 +13,9 @@ namespace {
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr std::array<std::string_view, 8> kAlgorithms = {
     "confidence", "low_confidence", "maskgit_plus", "entropy", "margin", "topk_margin", "random", "origin"};
-constexpr std::array<std::string_view, 9> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
-                                                      "sampler", "threshold", "cache", "repeat_guard"};
+constexpr std::array<std::string_view, 10> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
+                                                       "sampler", "threshold", "cache", "repeat_guard",
+                                                       "compact_refresh"};
 
 bool known(std::string_view name, std::span<const std::string_view> list) {
   for (std::string_view k : list) {
@@ -51,7 +52,7 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     if (!known(it.key(), kMembers)) {
       body.fail(invalid_value("diffusion." + it.key(),
                               fmt::format("Unknown field 'diffusion.{}' (known: steps, block_length, algorithm, "
-                                          "alg_temp, eps, sampler, threshold, cache, repeat_guard).", it.key())));
+                                          "alg_temp, eps, sampler, threshold, cache, repeat_guard, compact_refresh).", it.key())));
       return;
     }
   }
@@ -105,13 +106,21 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     }
   }
   if (auto v = d.string("cache")) {
-    if (*v != "none" && *v != "block") {
+    if (*v != "none" && *v != "block" && *v != "compact") {
       d.fail(invalid_value("diffusion.cache",
-                           fmt::format("Invalid 'diffusion.cache': '{}'. Expected 'none' or 'block'.", *v)));
+                           fmt::format("Invalid 'diffusion.cache': '{}'. Expected 'none', 'block' or 'compact'.", *v)));
     } else if (*v == "block" && !out.block_length) {
       d.fail(invalid_value("diffusion.cache", "Invalid 'diffusion.cache': 'block' needs diffusion.block_length."));
     } else {
       out.cache = *v;
+    }
+  }
+  if (auto v = d.integer("compact_refresh", 0, kMaxSteps)) {
+    if (out.cache != "compact") {
+      d.fail(invalid_value("diffusion.compact_refresh",
+                           "Invalid 'diffusion.compact_refresh': it needs \"cache\": \"compact\"."));
+    } else {
+      out.compact_refresh = static_cast<int32_t>(*v);
     }
   }
   if (const nlohmann::ordered_json* g = d.find("repeat_guard"); g && d.ok()) {

@@ -29,7 +29,8 @@ struct DiffusionFields {
   std::optional<double> threshold;      // (0, 1]: turbo threshold (the first steps of a block)
   std::optional<double> threshold_low;  // (0, 1]: after threshold_switch steps
   std::optional<int32_t> threshold_switch;
-  std::optional<std::string> cache;     // "none" | "block" (approximate block cache; needs block_length)
+  std::optional<std::string> cache;     // "none" | "block" (approximate block cache; needs block_length) | "compact" (compacted active set)
+  std::optional<int32_t> compact_refresh;  // >= 0, with cache "compact": a full forward every N steps (0: per block)
   std::optional<int32_t> repeat_guard;  // true = 16, false = 0, or a run length >= 2
 };
 

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "engine/diffusion/active_set.h"
 #include "engine/diffusion/schedule.h"
 
 namespace spillway::engine::diffusion {
@@ -82,6 +83,7 @@ std::span<const int32_t> Canvas::begin_step() {
       continue;
     }
     pending_ = true;
+    if (params_.compact) compacted_positions(*this, masked_, last_positions_, live_);
     return masked_;
   }
   masked_.clear();
@@ -98,14 +100,16 @@ int32_t Canvas::commit_count() const {
 
 void Canvas::commit(const float* logits, int32_t n_vocab) {
   assert(pending_);
+  const int32_t forwarded = forward_count();
   pending_ = false;
   const auto n = static_cast<int32_t>(masked_.size());
   ++stats_.steps_run;
   ++stats_.forwards;
-  const Range range = forward_range();
-  stats_.rows_evaluated += range.end - range.begin;
-  if (range.end - range.begin < length()) ++stats_.cached_forwards;
+  stats_.rows_evaluated += forwarded;
+  if (forwarded < length()) ++stats_.cached_forwards;
   refresh_ = false;
+  // compact_refresh: the step after every compact_refresh-th step of the block forwards all.
+  if (params_.compact && params_.compact_refresh > 0 && (step_ + 1) % params_.compact_refresh == 0) refresh_ = true;
   stats_.rows_sampled += n;
   last_positions_.clear();
   last_tokens_.clear();
@@ -206,7 +210,20 @@ void Canvas::threshold_commit() {
   }
 }
 
+std::span<const int32_t> Canvas::forward_positions() const {
+  if (!params_.compact || !pending_ || (refresh_ && !params_.compact_all_live)) return {};
+  return live_;
+}
+
+int32_t Canvas::forward_count() const {
+  const std::span<const int32_t> live = forward_positions();
+  if (!live.empty()) return static_cast<int32_t>(live.size());
+  const Range r = forward_range();
+  return r.end - r.begin;
+}
+
 Canvas::Range Canvas::forward_range() const {
+  if (params_.compact) return {0, length()};
   if (!params_.block_cache || refresh_ || params_.schedule != Schedule::Block) return {0, length()};
   const int32_t begin = shift_logits_ ? std::max(0, block_begin_ - 1) : block_begin_;
   return {begin, block_end_};

@@ -32,7 +32,7 @@ struct CanvasStats {
   int32_t forwards = 0;         // steps that needed a forward
   int32_t empty_steps = 0;      // steps whose block had no mask left (no forward)
   int64_t rows_evaluated = 0;   // canvas rows forwarded (length per forward for the reference)
-  int32_t cached_forwards = 0;  // block_cache: forwards of the block's rows only
+  int32_t cached_forwards = 0;  // block_cache / compact: forwards of fewer rows than the canvas
   int32_t repeat_guard_trips = 0;  // 1 when the repeat guard ended the canvas
   int64_t rows_sampled = 0;     // logits rows read (masked rows of the current block)
   int32_t committed = 0;        // positions committed
@@ -62,8 +62,15 @@ class Canvas {
     int32_t end = 0;
   };
   Range forward_range() const;
+  // Compacted steps (DiffusionParams::compact): the positions (ascending) the pending step
+  // forwards, with K/V of every other position read from the canvas's KV blocks; empty when
+  // the step forwards forward_range() (contiguous). engine/diffusion/active_set.h.
+  std::span<const int32_t> forward_positions() const;
+  // Rows the pending step forwards: forward_positions().size(), else forward_range()'s length.
+  int32_t forward_count() const;
   // The canvas's K/V are gone (new KV blocks after preemption): the next step forwards all.
   void invalidate_cache() { refresh_ = true; }
+  bool needs_refresh() const { return refresh_; }
   // Canvas row whose logits predict position p (shift_logits: p - 1, row 0 for p = 0).
   int32_t logit_row(int32_t p) const { return shift_logits_ ? (p > 0 ? p - 1 : 0) : p; }
   // logits: [begin_step().size(), n_vocab], row i for the i-th position. Commits this step's
@@ -107,6 +114,7 @@ class Canvas {
   int32_t block_begin_ = 0, block_end_ = 0;
   std::vector<int32_t> block_counts_;  // block schedule: per-step commit counts of the block
   std::vector<int32_t> masked_;        // the pending step's masked positions
+  std::vector<int32_t> live_;          // compact: the pending step's live positions
   bool pending_ = false;               // begin_step() returned rows that commit() has not consumed
   bool refresh_ = true;                // block_cache: the next step forwards the whole canvas
   bool done_ = false;

@@ -2,22 +2,18 @@
 
 #include <cassert>
 
+#include "engine/diffusion/active_set.h"
+
 namespace spillway::engine::diffusion {
 
 void add_canvas_step(const Canvas& canvas, std::span<const int32_t> rows, std::vector<int32_t> block_table,
                      ForwardBatch& batch) {
-  const Canvas::Range range = canvas.forward_range();
-  const int32_t first = static_cast<int32_t>(batch.tokens.size());
-  const int s = batch.add_sequence(canvas.tokens().data() + range.begin, range.end - range.begin, range.begin,
-                                   std::move(block_table));
-  BatchSequence& seq = batch.sequences[s];
-  seq.mode = AttentionMode::Canvas;
-  seq.canvas_begin = range.begin;
-  seq.canvas_end = canvas.length();
-  for (int32_t p : rows) {
-    assert(canvas.logit_row(p) >= range.begin && canvas.logit_row(p) < range.end);
-    batch.logit_rows.push_back(first + canvas.logit_row(p) - range.begin);
-  }
+  BatchSequence seq;
+  seq.block_table = std::move(block_table);
+  fill_canvas_sequence(canvas, seq, batch.tokens);
+  const int32_t first = seq.first_token;
+  batch.sequences.push_back(std::move(seq));
+  for (int32_t p : rows) batch.logit_rows.push_back(first + forwarded_index(canvas, canvas.logit_row(p)));
 }
 
 Status run_canvas(ForwardPass& forward, Canvas& canvas, const std::vector<int32_t>& block_table,

@@ -64,6 +64,24 @@ struct DiffusionParams {
   // step forwards the whole canvas (the reference). With one step per block both are equal.
   bool block_cache = false;
 
+  // Compacted active set (issue #17, opt-in; the seed's technique): the first step of each
+  // block (and the first after the canvas's K/V were lost) forwards the whole canvas; every
+  // other step forwards only the live rows (engine/diffusion/active_set.h): the block's
+  // still-masked positions, the rows their logits come from (shift_logits) and the positions
+  // the previous step committed; every other position's K/V stay in the canvas's KV blocks
+  // from the last step that forwarded it. Approximate (frozen K/V are stale), like
+  // block_cache, but fewer rows. compact_all_live (tests): every step forwards every position
+  // through the compacted path, bit-identical to the reference. block_cache is ignored when
+  // compact is set.
+  bool compact = false;
+  bool compact_all_live = false;
+  // compact: > 0 also forwards the whole canvas every compact_refresh-th step of a block
+  // (refreshing every frozen position's K/V); 0: only at a block's first step.
+  int32_t compact_refresh = 0;
+  // Set by the API when the request named a cache ("none", "block", "compact"): the server's
+  // default (SchedulerConfig::diffusion_compact) then does not apply.
+  bool cache_chosen = false;
+
   // Repeat guard (turbo): > 0 ends the canvas's output where one token has been committed
   // this many times in a row in the committed left-contiguous text (the seed's 16).
   int32_t repeat_guard = 0;

@@ -48,6 +48,7 @@ void AttentionMixer::plan_step(const StepContext& ctx) {
   chunks_.clear();
   token_keys_ = 0;
   for (const BatchSequence& seq : ctx.batch.sequences) {
+    if (seq.mode == AttentionMode::Padding) continue;  // no keys: attn rows stay 0 (run())
     for (int32_t i = 0; i < seq.n_tokens; i += kernels::kAttentionMaxTokens) {
       chunks_.push_back({seq.first_token + i, std::min(kernels::kAttentionMaxTokens, seq.n_tokens - i)});
     }
@@ -72,6 +73,8 @@ Status AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const 
   timed(ctx.profile, P::RopeKv, [&] {
     parallel_for(ctx.pool, n_tokens, q_dim + 2 * kv_dim, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
+        const BatchSequence& seq = ctx.batch.sequences[ctx.token_sequence[t]];
+        if (seq.mode == AttentionMode::Padding) continue;  // writes no K/V
         float* q = q_.data + t * q_dim;
         float* k = k_.data + t * kv_dim;
         float* v = v_.data + t * kv_dim;
@@ -96,13 +99,19 @@ Status AttentionMixer::run(const StepContext& ctx, const LayerSpec& spec, const 
                       cfg_.rope_style);
         kernels::rope(k, spec.n_kv_heads, hd, cfg_.rope_dim, pos, cfg_.rope_freq_base, cfg_.rope_freq_scale, factors,
                       cfg_.rope_style);
-        const BatchSequence& seq = ctx.batch.sequences[ctx.token_sequence[t]];
         kv_.write(layer, seq.block_table, pos, k, v);
       }
     });
   });
 
-  timed(ctx.profile, P::Attention, [&] { attend(ctx, spec); });
+  timed(ctx.profile, P::Attention, [&] {
+    attend(ctx, spec);
+    for (const BatchSequence& seq : ctx.batch.sequences) {  // padding rows attend to nothing
+      if (seq.mode == AttentionMode::Padding) {
+        std::fill_n(attn_.data + size_t(seq.first_token) * q_dim, size_t(seq.n_tokens) * q_dim, 0.0f);
+      }
+    }
+  });
   if (!spec.attention_gate) {
     const kernels::WeightMatrix* ws[] = {&w.wo};
     float* ys[] = {out};

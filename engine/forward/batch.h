@@ -18,6 +18,9 @@ namespace spillway::engine {
 enum class AttentionMode : uint8_t {
   Causal,  // AR stream: token at position p sees [0, p]
   Canvas,  // diffusion canvas: positions in [canvas_begin, canvas_end) see [0, canvas_end)
+  Padding, // shape-bucket padding rows (runtime/step_buckets.h): no K/V written, no keys
+           // attended (attention output 0), no logits; block_table empty; they change no
+           // other row's result. Attention-only models (a recurrent mixer rejects them).
 };
 
 struct BatchSequence {
@@ -29,6 +32,10 @@ struct BatchSequence {
   int64_t canvas_begin = 0;          // Canvas mode: the canvas's positions; those not among
   int64_t canvas_end = 0;            // this step's tokens are read from the KV blocks
   int32_t state_slot = -1;           // recurrent-state slot; -1 for attention-only models
+  // Canvas mode only, optional: the position of each of the n_tokens tokens (ascending,
+  // inside [canvas_begin, canvas_end)) when they are not start_position + i: a compacted
+  // canvas step forwards only its live rows (engine/diffusion/active_set.h). Empty: contiguous.
+  std::vector<int32_t> positions;
 };
 
 struct ForwardBatch {

@@ -18,6 +18,7 @@ T* align64(T* p) {
 // Keys a query at `position` of `seq` attends: its causal prefix, or for a position inside
 // a canvas the whole canvas (bidirectional) after the committed prefix.
 int64_t key_count(const BatchSequence& seq, int64_t position) {
+  if (seq.mode == AttentionMode::Padding) return 0;
   if (seq.mode == AttentionMode::Canvas && position >= seq.canvas_begin && position < seq.canvas_end) {
     return seq.canvas_end;
   }
@@ -103,8 +104,8 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
     for (int32_t i = 0; i < seq.n_tokens; ++i) {
       const int32_t t = seq.first_token + i;
       token_sequence_[t] = static_cast<int32_t>(s);
-      token_position_[t] = seq.start_position + i;
-      token_key_count_[t] = key_count(seq, seq.start_position + i);
+      token_position_[t] = seq.positions.empty() ? seq.start_position + i : seq.positions[i];
+      token_key_count_[t] = key_count(seq, token_position_[t]);
       max_keys = std::max(max_keys, token_key_count_[t]);
     }
   }

@@ -12,6 +12,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -91,6 +92,21 @@ struct ServerMetrics::Impl {
       .Name("spillway_diffusion_rows_evaluated_total")
       .Help("Diffusion canvas rows forwarded (divided by committed tokens: cost per token)")
       .Register(*registry).Add({});
+  Histogram& diffusion_rows_per_step = prometheus::BuildHistogram()
+      .Name("spillway_diffusion_rows_per_step")
+      .Help("Rows one diffusion canvas forwarded in one engine step (after compaction)")
+      .Register(*registry).Add({}, Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512,
+                                                               1024, 2048});
+  Counter& step_plan_builds = prometheus::BuildCounter()
+      .Name("spillway_step_plan_builds_total")
+      .Help("Step plans built (first engine step of each row-count bucket)")
+      .Register(*registry).Add({});
+  Family<Counter>& step_padded_rows = prometheus::BuildCounter()
+      .Name("spillway_step_padded_rows_total")
+      .Help("Padding rows added to engine steps to reach their bucket, by bucket (rows)")
+      .Register(*registry);
+  int64_t step_plan_builds_counted = 0;                 // render, under mu
+  std::map<int32_t, int64_t> step_padded_rows_counted;  // render, under mu
   Counter& prefix_queried = prometheus::BuildCounter()
       .Name("spillway_prefix_cache_queried_tokens_total")
       .Help("Prompt tokens looked up in the prefix cache")
@@ -493,6 +509,7 @@ void ServerMetrics::on_step(const scheduler::StepStats& stats) {
   impl_->step_seconds.Observe(stats.seconds);
   impl_->batch_tokens.Observe(stats.batch_tokens);
   impl_->batch_sequences.Observe(stats.batch_sequences);
+  for (int32_t rows : stats.canvas_rows) impl_->diffusion_rows_per_step.Observe(rows);
 }
 
 void ServerMetrics::on_prefix_lookup(int32_t queried_tokens, int32_t hit_tokens) {
@@ -535,6 +552,14 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     advance(impl_->moe_little_tokens, s.mobile_stats.little_tokens_total, impl_->mobile_counted.little_tokens_total);
     advance(impl_->moe_fallback_tokens, s.mobile_stats.fallback_tokens_total,
             impl_->mobile_counted.fallback_tokens_total);
+    advance(impl_->step_plan_builds, s.step_plan_builds, impl_->step_plan_builds_counted);
+    for (const auto& [bucket, rows] : s.padded_rows_by_bucket) {
+      int64_t& before = impl_->step_padded_rows_counted[bucket];
+      if (rows > before) {
+        impl_->step_padded_rows.Add({{"bucket", std::to_string(bucket)}}).Increment(static_cast<double>(rows - before));
+        before = rows;
+      }
+    }
     impl_->vllm_running.Set(s.running);
     impl_->vllm_waiting.Set(s.waiting);
     impl_->vllm_kv_usage.Set(usage);

@@ -77,6 +77,16 @@ TEST(DiffusionFields, AliasesAndTheObjectWins) {
   EXPECT_EQ(c->sampling.diffusion.algorithm, "low_confidence");
 }
 
+TEST(DiffusionFields, CompactCacheAndRefresh) {
+  auto r = parse({{"diffusion", {{"cache", "compact"}, {"compact_refresh", 3}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->sampling.diffusion.cache, "compact");
+  EXPECT_EQ(r->sampling.diffusion.compact_refresh, 3);
+  r = parse({{"diffusion", {{"cache", "compact"}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->sampling.diffusion.compact_refresh.has_value());
+}
+
 TEST(DiffusionFields, InvalidFieldsAre400sNamingThem) {
   expect_400(parse({{"diffusion", {{"stepz", 3}}}}), "diffusion.stepz");
   expect_400(parse({{"diffusion", {{"steps", 0}}}}), "diffusion.steps");
@@ -88,6 +98,9 @@ TEST(DiffusionFields, InvalidFieldsAre400sNamingThem) {
   expect_400(parse({{"diffusion", {{"threshold", json::array({0.9, 0.8})}}}}), "diffusion.threshold");
   expect_400(parse({{"diffusion", {{"sampler", "reference"}, {"threshold", 0.9}}}}), "diffusion.threshold");
   expect_400(parse({{"diffusion", {{"cache", "block"}}}}), "diffusion.cache");
+  expect_400(parse({{"diffusion", {{"cache", "dual"}}}}), "diffusion.cache");
+  expect_400(parse({{"diffusion", {{"compact_refresh", 2}}}}), "diffusion.compact_refresh");  // needs compact
+  expect_400(parse({{"diffusion", {{"cache", "compact"}, {"compact_refresh", -1}}}}), "diffusion.compact_refresh");
   expect_400(parse({{"diffusion", 3}}), "diffusion");
   expect_400(parse({{"diffusion", {{"repeat_guard", 1}}}}), "diffusion.repeat_guard");
   expect_400(parse({{"remasking", "sometimes"}}), "remasking");

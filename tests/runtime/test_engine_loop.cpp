@@ -135,7 +135,7 @@ TEST(EngineLoop, ConcurrentSubmittersGetTheReferenceOutputs) {
   EXPECT_EQ(s.prefix_hit_tokens_total, observer.hit_tokens);
   EXPECT_EQ(s.preemptions_total, observer.preemptions);
   EXPECT_GE(s.live_step_plans, 1);
-  EXPECT_LE(s.live_step_plans, 10);
+  EXPECT_LE(s.live_step_plans, 12);  // StepPlans::kMaxPlans
 }
 
 TEST(EngineLoop, QueueFullThenStopBeforeStartCancels) {

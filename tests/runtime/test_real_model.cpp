@@ -169,8 +169,29 @@ TEST_F(RealModel, ConcurrentGreedyRequestsEqualAloneAndGolden) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
   EXPECT_GE(snap.prefix_hit_tokens_total, 2 * 320);  // the repeats of the long prompt
   EXPECT_GE(snap.live_step_plans, 2);
-  EXPECT_LE(snap.live_step_plans, 10);
+  EXPECT_LE(snap.live_step_plans, 12);  // StepPlans::kMaxPlans
   EXPECT_EQ(snap.kv_blocks_used, 0);
+}
+
+// Shape buckets (issue #17): every step padded up to its StepPlans bucket; the padding rows
+// change no live row, so concurrent greedy requests still give llama.cpp's golden tokens.
+TEST_F(RealModel, StepsPaddedToBucketsGiveTheGoldenTokens) {
+  SchedulerConfig config;
+  config.max_batch_tokens = 64;
+  config.max_running = 8;
+  config.max_context = 512;
+  config.block_size = 16;
+  config.pad_step_buckets = true;
+  const std::vector<GenerationParams> reqs = requests();
+  EngineSnapshot snap;
+  const auto together = run(config, reqs, /*one_at_a_time=*/false, &snap);
+  ASSERT_EQ(together.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(together[i], golden_[kPromptOf[i]].tokens) << "request " << i;
+  EXPECT_LE(snap.live_step_plans, 12);  // StepPlans::kMaxPlans
+  EXPECT_EQ(snap.step_plan_builds, snap.live_step_plans);
+  int64_t padded = 0;
+  for (const auto& [bucket, rows] : snap.padded_rows_by_bucket) padded += rows;
+  EXPECT_GT(padded, 0);
 }
 
 TEST_F(RealModel, PreemptionUnderKvPressureKeepsTheTokens) {

@@ -1,6 +1,7 @@
 // KvBlockManager, PrefixCache, StopStringMatcher and StepPlans on their own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <set>
 
@@ -177,23 +178,34 @@ TEST(StopStringMatcher, ReleasesAndStops) {
   EXPECT_EQ(end.flush(), "z");
 }
 
-TEST(StepPlans, AtMostTenBucketsUpToTheBudget) {
+TEST(StepPlans, AtMostTwelveBucketsUpToTheBudget) {
   StepPlans p512(512);
   EXPECT_EQ(std::vector<int32_t>(p512.sizes().begin(), p512.sizes().end()),
-            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}));
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512}));
+  StepPlans p256(256);
+  EXPECT_EQ(std::vector<int32_t>(p256.sizes().begin(), p256.sizes().end()),
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256}));
   StepPlans p100(100);
-  EXPECT_LE(p100.sizes().size(), 10u);
+  EXPECT_LE(p100.sizes().size(), 12u);
   EXPECT_EQ(p100.sizes().back(), 100);
+  EXPECT_TRUE(std::is_sorted(p100.sizes().begin(), p100.sizes().end()));
   StepPlans p4096(4096);
-  EXPECT_EQ(p4096.sizes().size(), 10u);
+  EXPECT_EQ(p4096.sizes().size(), 12u);
   EXPECT_EQ(p4096.sizes().front(), 8);
+  StepPlans p3(3);
+  EXPECT_EQ(std::vector<int32_t>(p3.sizes().begin(), p3.sizes().end()), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(p512.padded(33), 64);
+  EXPECT_EQ(p512.padded(129), 192);
   EXPECT_EQ(p512.padded(1), 1);
   EXPECT_EQ(p512.live(), 0);
   p512.record(3);
   p512.record(4);
   p512.record(500);
   EXPECT_EQ(p512.live(), 2);
+  EXPECT_EQ(p512.builds(), 2);
+  EXPECT_EQ(p512.steps(p512.bucket_for(4)), 2);
+  EXPECT_EQ(p512.padded_rows(p512.bucket_for(4)), 1);  // 3 -> 4
+  EXPECT_EQ(p512.padded_rows(p512.bucket_for(500)), 12);
 }
 
 }  // namespace

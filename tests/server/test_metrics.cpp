@@ -39,6 +39,32 @@ TEST(ServerMetrics, ExpositionHasTypesHelpAndBaseUnits) {
   EXPECT_EQ(m.render(std::nullopt, /*with_vllm_aliases=*/false).find("vllm:"), std::string::npos);
 }
 
+// Issue #17: step-plan builds and padded rows per bucket (counters advanced from the
+// snapshot's cumulative values, never backwards), diffusion rows per canvas step (histogram).
+TEST(ServerMetrics, StepBucketsAndCanvasRows) {
+  ServerMetrics m("m");
+  runtime::EngineSnapshot s;
+  s.step_plan_builds = 3;
+  s.padded_rows_by_bucket = {{1, 0}, {64, 10}, {192, 5}};
+  scheduler::StepStats step;
+  step.batch_tokens = 50;
+  step.canvas_rows = {40, 7};
+  m.on_step(step);
+  std::string text = m.render(s);
+  EXPECT_EQ(sample(text, "spillway_step_plan_builds_total"), 3);
+  EXPECT_EQ(sample(text, "spillway_step_padded_rows_total{bucket=\"64\"}"), 10);
+  EXPECT_EQ(sample(text, "spillway_step_padded_rows_total{bucket=\"192\"}"), 5);
+  EXPECT_EQ(text.find("spillway_step_padded_rows_total{bucket=\"1\"}"), std::string::npos);  // none padded
+  EXPECT_EQ(sample(text, "spillway_diffusion_rows_per_step_count"), 2);
+  EXPECT_EQ(sample(text, "spillway_diffusion_rows_per_step_bucket{le=\"8\"}"), 1);
+  EXPECT_EQ(sample(text, "spillway_diffusion_rows_per_step_bucket{le=\"48\"}"), 2);
+  s.step_plan_builds = 4;
+  s.padded_rows_by_bucket = {{1, 0}, {64, 12}, {192, 5}};
+  text = m.render(s);
+  EXPECT_EQ(sample(text, "spillway_step_plan_builds_total"), 4);
+  EXPECT_EQ(sample(text, "spillway_step_padded_rows_total{bucket=\"64\"}"), 12);
+}
+
 TEST(ServerMetrics, SnapshotAndObserverValues) {
   ServerMetrics m("m");
   runtime::EngineSnapshot s;
