@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <ctime>
 #include <random>
 #include <string>
@@ -86,8 +87,17 @@ int main(int argc, char** argv) {
   }
   const size_t stream_bytes = argc == 8 ? size_t(std::atoll(argv[7])) << 20 : 0;
   const size_t n_copies = std::max<size_t>(1, stream_bytes / w.size());
-  std::vector<std::vector<uint8_t>> copies(n_copies, w);
-  WeightMatrix wm{t, copies[0].data(), rows, cols, tiled ? WeightLayout::Tiled : WeightLayout::Rows};
+  // 64-byte aligned copies (as a model's tensors), plus SPILLWAY_BENCH_MISALIGN bytes if set.
+  const char* mis = std::getenv("SPILLWAY_BENCH_MISALIGN");
+  const size_t misalign = mis ? size_t(std::atoi(mis)) % 64 : 0;
+  std::vector<std::vector<uint8_t>> buffers(n_copies, std::vector<uint8_t>(w.size() + 128));
+  std::vector<uint8_t*> copies;
+  for (auto& b : buffers) {
+    auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(b.data()) + 63) / 64 * 64) + misalign;
+    std::memcpy(p, w.data(), w.size());
+    copies.push_back(p);
+  }
+  WeightMatrix wm{t, copies[0], rows, cols, tiled ? WeightLayout::Tiled : WeightLayout::Rows};
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(size_t(m * cols)), y(size_t(m * rows));
@@ -98,7 +108,7 @@ int main(int argc, char** argv) {
   matmul(kt, wm, x.data(), m, y.data(), scratch.data(), pool);  // warm-up
   const double t0 = cpu_seconds();
   for (int i = 0; i < iters; ++i) {
-    wm.data = copies[size_t(i) % n_copies].data();
+    wm.data = copies[size_t(i) % n_copies];
     matmul(kt, wm, x.data(), m, y.data(), scratch.data(), pool);
   }
   const double per_call = (cpu_seconds() - t0) / iters;
