@@ -595,19 +595,43 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// Software prefetch for the K-quant tiles, one quarter of a block's lines per call (a block
+// is computed in four parts, each issuing its share while the previous loads are in flight).
+// kTileStream: the lines kKQuantPrefetchBytes ahead of this block (the tile streams from
+// DRAM: the tile kernels run long stretches of arithmetic between their first touches of new
+// lines, so without this few misses are in flight and these GEMVs ran at half the row
+// kernels' speed, bench/README.md); kTilePrefetchNext: the same block of the next tile (this
+// tile is in cache). Prefetches never fault, so reading past the matrix is harmless.
+constexpr size_t kKQuantPrefetchBytes = 8192;
+template <size_t kBlockBytes>
+inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, int quarter) {
+  constexpr int kLines = int((kBlockBytes + 63) / 64 + 1 + 3) / 4;  // +1: a block may straddle one more line
+  const size_t ahead = (flags & kTileStream) ? kKQuantPrefetchBytes : size_t(nb) * kBlockBytes;
+  const char* p = reinterpret_cast<const char*>(blk) + ahead + size_t(quarter) * kLines * 64;
+  // (Written as a guarded loop: GCC 12 at -O3 deleted every prefetch of the caller when the
+  // test was an early return.)
+  if (flags & (kTileStream | kTilePrefetchNext)) {
+    #pragma GCC unroll 16
+    for (int l = 0; l < kLines; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+  }
+}
+
+// Rows 0-7 (half 0) and 8-15 (half 1) of each block in turn: the second half reads the
+// block's lines from L1.
 template <bool kQ5, int NX>
-void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys) {
+void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
   const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), m6 = _mm256_set1_epi32(0x3F3F3F3F);
   const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303);
   const __m256i byte = _mm256_set1_epi32(0xFF), w16 = _mm256_set1_epi32(0x00FF00FF);
-  for (int half = 0; half < 2; ++half) {
-    const size_t hb = 32 * size_t(half);  // byte offset of rows 8-15 in a [16 rows][4] array
-    __m256 facc[NX];
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) facc[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
+  __m256 facc[2][NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[0][i] = facc[1][i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    #pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      const size_t hb = 32 * size_t(half);  // byte offset of rows 8-15 in a [16 rows][4] array
       const uint8_t* blk = tile + b * kBlockBytes;
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
       const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
@@ -634,6 +658,7 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
       }
       #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
+        if (half == 0) kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, c);
         const __m256i src = c < 2 ? sc_lo : sc_hi;
         const int sh = 16 * (c % 2);
         const __m256i sc_a = _mm256_and_si256(_mm256_srli_epi32(src, sh), byte);
@@ -667,24 +692,28 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
         const __m256 dx = _mm256_set1_ps(xb[i]->d);
         const __m256 d = _mm256_mul_ps(dx, dw), dm = _mm256_mul_ps(dx, dmw);
         const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(smin[i])));
-        facc[i] = _mm256_add_ps(facc[i], t);
+        facc[half][i] = _mm256_add_ps(facc[half][i], t);
       }
     }
+  }
+  #pragma GCC unroll 2
+  for (int h2 = 0; h2 < 2; ++h2) {
     #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * half, facc[i]);
+    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * h2, facc[h2][i]);
   }
 }
 
 template <int NX>
-void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys) {
+void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * 210;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
-  for (int hf = 0; hf < 2; ++hf) {
-    const size_t hb = 32 * size_t(hf);
-    __m256 facc[NX];
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) facc[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
+  __m256 facc[2][NX];
+  #pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[0][i] = facc[1][i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    #pragma GCC unroll 2
+    for (int hf = 0; hf < 2; ++hf) {
+      const size_t hb = 32 * size_t(hf);
       const uint8_t* blk = tile + b * kBlockBytes;
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3328 + 16 * hf)));
       __m256i isum[NX];
@@ -696,6 +725,7 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
       }
       for (int h = 0; h < 2; ++h) {
         for (int half = 0; half < 2; ++half) {
+          if (hf == 0) kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, 2 * h + half);
           __m256i s[4][NX];
           #pragma GCC unroll 4
           for (int q = 0; q < 4; ++q) {
@@ -731,24 +761,26 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         const __m256 d = _mm256_mul_ps(_mm256_set1_ps(xb[i]->d), dw);
-        facc[i] = _mm256_add_ps(facc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])));
+        facc[hf][i] = _mm256_add_ps(facc[hf][i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])));
       }
     }
+  }
+  #pragma GCC unroll 2
+  for (int h2 = 0; h2 < 2; ++h2) {
     #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * hf, facc[i]);
+    for (int i = 0; i < NX; ++i) _mm256_storeu_ps(y + i * ys + 8 * h2, facc[h2][i]);
   }
 }
 
-// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K. (No prefetch hints: AVX2 machines' hardware
-// prefetchers follow the single sequential stream of a tile.)
+// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K; the prefetch hints as kquant_prefetch_quarter.
 template <int kKind>
 void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
-                     int /*flags*/) {
+                     int flags) {
   const auto* xp = static_cast<const uint8_t*>(x);
-#define SPILLWAY_KTILE(NX)                                                           \
-  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys);      \
-  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys);  \
-  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys);
+#define SPILLWAY_KTILE(NX)                                                                  \
+  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags);      \
+  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys, flags);  \
+  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys, flags);
   switch (nx) {
     case 1: { SPILLWAY_KTILE(1) break; }
     case 2: { SPILLWAY_KTILE(2) break; }
