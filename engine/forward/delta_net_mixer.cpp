@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -76,15 +77,26 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
   using P = ForwardProfile;
   const int32_t n_tokens = ctx.n_tokens;
   NormRows in_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
-  if (w.fused_ba) {
-    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_ba};
-    float* ys[] = {qkv_.data, z_.data, ba_.data};
-    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+  // One matmul pass over every input projection: qkv and z (or the fused qkvz), then b/a.
+  const kernels::WeightMatrix* ws[4];
+  float* ys[4];
+  size_t n = 0;
+  if (w.fused_qkvz) {
+    qkvz_.resize(size_t(token_capacity_) * (max_conv_dim_ + max_value_dim_));  // grows once
+    ws[n] = &w.w_qkvz, ys[n++] = qkvz_.data;
   } else {
-    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_beta, &w.w_alpha};
-    float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
-    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+    ws[n] = &w.w_qkv, ys[n++] = qkv_.data;
+    ws[n] = &w.w_gate, ys[n++] = z_.data;
   }
+  if (w.fused_ba) {
+    ws[n] = &w.w_ba, ys[n++] = ba_.data;
+  } else {
+    ws[n] = &w.w_beta, ys[n++] = ba_.data;
+    ws[n] = &w.w_alpha, ys[n++] = alpha_.data;
+  }
+  SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, std::span(ws, n), h_.data, n_tokens, std::span(ys, n),
+                                {NormRows::apply, &in_norm}));
+  if (w.fused_qkvz) split_qkvz(ctx, spec);
   timed(ctx.profile, P::Recurrence, [&] {
     conv(ctx, spec, w);
     gates(ctx, spec, w);
@@ -108,9 +120,30 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
       kernels::silu_mul(g->z + t * width + int64_t{h} * g->dv, o, o, g->dv);  // o *= silu(z)
     }
   };
-  const kernels::WeightMatrix* ws[] = {&w.w_out};
-  float* ys[] = {out};
-  return ctx.matmul_multi(P::Wo, ws, o_.data, n_tokens, ys, {gated_norm_row, &gn});
+  const kernels::WeightMatrix* wo[] = {&w.w_out};
+  float* yo[] = {out};
+  return ctx.matmul_multi(P::Wo, wo, o_.data, n_tokens, yo, {gated_norm_row, &gn});
+}
+
+// qkvz_ rows, per key head g [q_g | k_g | v of its r value heads | z of them], into qkv_
+// ([q all heads | k all heads | v all heads]) and z_ rows.
+void DeltaNetMixer::split_qkvz(const StepContext& ctx, const LayerSpec& spec) {
+  const int32_t C = spec.ssm_conv_dim(), V = spec.ssm_value_dim(), S = spec.ssm_state, nk = spec.ssm_key_heads;
+  const int64_t rv = int64_t{spec.ssm_value_heads / nk} * S;  // a key head's value (and z) width
+  parallel_for(ctx.pool, ctx.n_tokens, C + V, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* in = qkvz_.data + t * (C + V);
+      float* qkv = qkv_.data + t * C;
+      float* z = z_.data + t * V;
+      for (int32_t g = 0; g < nk; ++g) {
+        const float* group = in + g * (2 * S + 2 * rv);
+        std::copy(group, group + S, qkv + int64_t{g} * S);
+        std::copy(group + S, group + 2 * S, qkv + int64_t{nk + g} * S);
+        std::copy(group + 2 * S, group + 2 * S + rv, qkv + int64_t{2 * nk} * S + g * rv);
+        std::copy(group + 2 * S + rv, group + 2 * S + 2 * rv, z + g * rv);
+      }
+    }
+  });
 }
 
 // conv_[t][ch] = silu(sum_k w[ch][k] * x_{t-K+1+k}[ch]) over the window [conv state | qkv rows

@@ -1,5 +1,7 @@
 #include "engine/model/weight_binder.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -25,6 +27,10 @@ Result<kernels::WeightMatrix> WeightBinder::matrix(const std::string& name, int6
   auto t = require(name, {cols, rows});
   if (!t) return t.error();
   const TensorInfo& info = **t;
+  if (info.transform != ValueTransform::None) {
+    return Error{fmt::format("{}: tensor '{}' is read as a matrix but its stored values need a transform",
+                             source_.path(), name)};
+  }
   if (cols % kernels::block_elems(info.type) != 0) {
     return Error{fmt::format("{}: tensor '{}' rows of {} are not a multiple of the {} block",
                              source_.path(), name, cols, kernels::dtype_name(info.type))};
@@ -44,6 +50,11 @@ Result<const float*> WeightBinder::vector_f32(const std::string& name, int64_t n
   }
   auto copy = std::make_unique<float[]>(n);
   kernels::dequantize_row(t->type, t->data, copy.get(), n);
+  if (t->transform == ValueTransform::AddOne) {
+    for (int64_t i = 0; i < n; ++i) copy[i] += 1.0f;
+  } else if (t->transform == ValueTransform::NegExp) {
+    for (int64_t i = 0; i < n; ++i) copy[i] = -std::exp(copy[i]);
+  }
   owned_.push_back(std::move(copy));
   return owned_.back().get();
 }
