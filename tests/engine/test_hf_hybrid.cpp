@@ -30,6 +30,7 @@
 #include "engine/model/model.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "hf_test_files.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
@@ -377,18 +378,20 @@ TEST(HfHybrid, Qwen35DemoModel) {
   fs::remove(path);
 }
 
-// The trained model: HF folder = its GGUF = its PyTorch float64 reference.
-TEST(HfHybrid, Qwen35TrainedMatchesPyTorch) {
+// The trained model: HF folder = its GGUF = its PyTorch float64 reference. hf_dir: a folder
+// to open, or empty to write one from the GGUF (hf_of) into a temporary directory.
+void expect_trained_qwen35_parity(const std::string& hf_dir) {
   const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen35/";
   std::ifstream in(dir + "parity.json");
   ASSERT_TRUE(in.good());
   const json ref = json::parse(in);
   auto gguf = Model::open(dir + ref["model"].get<std::string>());
   ASSERT_TRUE(gguf.ok()) << gguf.error().message;
-  const fs::path hf_dir = temp_path("qwen35-trained");
-  hf_of(**gguf).write(hf_dir);
-  auto hf = Model::open(hf_dir.string());
+  const fs::path written = temp_path("qwen35-trained");
+  if (hf_dir.empty()) hf_of(**gguf).write(written);
+  auto hf = Model::open(hf_dir.empty() ? written.string() : hf_dir);
   ASSERT_TRUE(hf.ok()) << hf.error().message;
+  EXPECT_EQ((*hf)->config().n_vocab, (*gguf)->config().n_vocab);
   for (const auto& c : ref["cases"]) {
     const auto tokens = c["tokens"].get<std::vector<int32_t>>();
     std::vector<float> want;
@@ -399,7 +402,29 @@ TEST(HfHybrid, Qwen35TrainedMatchesPyTorch) {
     expect_close(want, from_hf, 1e-4, "HF vs PyTorch");
     expect_close(all_logits(**gguf, tokens), from_hf, 1e-4, "HF vs GGUF");
   }
-  fs::remove_all(hf_dir);
+  fs::remove_all(written);
+}
+
+TEST(HfHybrid, Qwen35TrainedMatchesPyTorch) { expect_trained_qwen35_parity(""); }
+
+// The folder tools/train/export_hf.py wrote from the PyTorch model (an implementation of the
+// HF layout independent of hf_of above): models/eval/qwen35/hf.
+TEST(HfHybrid, Qwen35PythonExportMatchesPyTorch) {
+  const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen35/";
+  expect_trained_qwen35_parity(dir + "hf");
+  // Its tokenizer.json tokenizes a task prompt as the GGUF's vocabulary does.
+  auto gguf = open_model_source(dir + "qwen35-tasks-f16.gguf");
+  auto hf = open_model_source(dir + "hf");
+  ASSERT_TRUE(gguf.ok() && hf.ok());
+  auto a = Tokenizer::from_metadata((*gguf)->metadata(), "gguf");
+  auto b = Tokenizer::from_metadata((*hf)->metadata(), "hf");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  for (const char* text : {"add:12+34=", "recall:{a:1,b:2}[b]?", "<s>sort:cab="}) {
+    const auto ids = (*b)->encode(text, false, true);
+    EXPECT_EQ(ids.size(), std::string_view(text).size() - (text[0] == '<' ? 2 : 0)) << text;  // one per character
+    EXPECT_EQ((*a)->encode(text, false, true), ids) << text;
+  }
 }
 
 // The golden qwen3next model's weights as F32 (its file is Q8_0): a GGUF and an HF folder
