@@ -28,6 +28,7 @@
 #include "engine/forward/batch.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/residency/weight_residency.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -305,13 +306,15 @@ HfFolder hf_of(const Model& model, bool vl_wrapper = false, bool f32 = false) {
   return f;
 }
 
-// Every position's logits of `tokens`, one forward (F32 KV cache, one state slot).
-std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens) {
+// Every position's logits of `tokens`, one forward (F32 KV cache, one state slot); weights:
+// a streaming weight source, or null for the model's own (resident) weights.
+std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens,
+                              LayerWeightSource* weights = nullptr) {
   const ModelConfig& cfg = model.config();
   kernels::ThreadPool pool(2);
   const auto n = static_cast<int32_t>(tokens.size());
   KvCache kv(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, 16, (n + 15) / 16, kernels::DType::F32);
-  ForwardPass forward(model, kv, pool, n, n);
+  ForwardPass forward(model, kv, pool, n, n, weights);
   RecurrentState state(cfg, 1);
   forward.set_recurrent_state(&state);
   std::vector<int32_t> blocks(kv.n_blocks());
@@ -467,6 +470,24 @@ TEST(HfHybrid, Qwen3NextFusedQkvz) {
   ASSERT_TRUE(w.write(f32.string()).ok());
   model->reset();
   expect_hf_matches_gguf(f32.string(), "qwen3next");
+
+  // Every layer streamed from the folder (in the build tree: /tmp may be tmpfs, no O_DIRECT):
+  // the fused in_proj_qkvz streams like any matrix and gives the resident logits bit for bit.
+  auto gguf = Model::open(f32.string());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  const fs::path dir = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-hfhybrid-" + std::to_string(::getpid()) + "-stream");
+  hf_of(**gguf).write(dir);
+  auto hf = Model::open(dir.string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  auto streamed = WeightResidency::create(**hf, std::vector<bool>((*hf)->config().n_layers, false), {});
+  ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+  EXPECT_EQ((*streamed)->resident_layers(), 0);
+  const auto tokens = test_tokens((*hf)->config().n_vocab);
+  const auto resident = all_logits(**hf, tokens);
+  const auto from_stream = all_logits(**hf, tokens, streamed->get());
+  ASSERT_EQ(resident.size(), from_stream.size());
+  EXPECT_EQ(std::memcmp(resident.data(), from_stream.data(), resident.size() * sizeof(float)), 0);
+  fs::remove_all(dir);
   fs::remove(f32);
 }
 
