@@ -363,6 +363,9 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   if (!kv_heads) return kv_heads.error();
   auto head_dim = r.positive_int("head_dim");
   if (!head_dim) return head_dim.error();
+  // transformers' Qwen3NextConfig / Qwen3_5TextConfig default head_dim: 256.
+  const bool hybrid = is_hybrid(arch);
+  if (!head_dim->has_value() && hybrid) *head_dim = 256;
   if (!head_dim->has_value() && *hidden % *heads != 0) {
     return Error{fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {} and "
                              "there is no 'head_dim'",
@@ -412,7 +415,7 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   if (vocab->has_value()) meta.set(p + "vocab_size", **vocab);
 
   if (arch == "qwen3moe") SPILLWAY_TRY(import_moe_config(path, r, arch, meta));
-  out.hybrid = is_hybrid(arch);
+  out.hybrid = hybrid;
   if (out.hybrid) SPILLWAY_TRY(import_hybrid_config(path, r, arch, *layers, key_length, rope_parameters, meta));
   if (const json* scaling = r.find("rope_scaling")) {
     SPILLWAY_TRY(import_rope_scaling(path, *scaling, "rope_scaling", arch, meta));
