@@ -11,7 +11,6 @@ namespace spillway::engine {
 
 namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // As ggml's softplus.
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -36,6 +35,8 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
   }
   conv_taps_.resize(size_t(max_conv_kernel_) * max_conv_dim_);
   conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
+  conv_ones_.resize(size_t(max_conv_dim_));
+  std::fill(conv_ones_.data, conv_ones_.data + max_conv_dim_, 1.0f);
 }
 
 void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
@@ -179,7 +180,9 @@ void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const De
           const float* wk = taps + int64_t{k} * C;
           for (int64_t ch = begin; ch < end; ++ch) out[ch] += wk[ch] * x[ch];
         }
-        for (int64_t ch = begin; ch < end; ++ch) out[ch] = silu(out[ch]);
+        // silu(u) * 1 through the kernel table: vectorised (the scalar ISA computes the
+        // same x / (1 + exp(-x)) as before, bit for bit).
+        kernels::silu_mul(out + begin, conv_ones_.data + begin, out + begin, end - begin);
       }
       for (int32_t j = 0; j < K - 1; ++j) {
         const float* x = window_row(n + j);

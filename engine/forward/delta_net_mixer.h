@@ -56,6 +56,7 @@ class DeltaNetMixer {
   AlignedBuffer qkvz_;        // [tokens, conv_dim + value_dim]: a fused in_proj_qkvz's output (HF qwen3_next)
   AlignedBuffer conv_taps_;   // [K][conv_dim]: the layer's conv taps, transposed per call
   AlignedBuffer conv_zeros_;  // [conv_dim] zeros: the conv window before position 0
+  AlignedBuffer conv_ones_;   // [conv_dim] ones: the conv's SiLU as kernels::silu_mul(u, 1)
 };
 
 }  // namespace spillway::engine
