@@ -113,4 +113,30 @@ std::string gguf_tensor_name(std::string_view hf_name) {
   return "";
 }
 
+std::string hf_tensor_name(std::string_view gguf_name) {
+  for (const NamePair& p : kGlobal) {
+    if (gguf_name == p.gguf) return std::string(p.hf);
+  }
+  constexpr std::string_view kBlk = "blk.";
+  if (!gguf_name.starts_with(kBlk)) return "";
+  const std::string_view rest = gguf_name.substr(kBlk.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0) return "";
+  const std::string layer(rest.substr(0, dot));
+  const std::string_view suffix = rest.substr(dot + 1);
+  const std::string prefix = std::string(kLayerPrefix) + layer + ".";
+  if (suffix == "post_attention_norm.weight") return prefix + "post_attention_layernorm.weight";
+  for (const NamePair& p : kPerLayer) {
+    if (suffix == p.gguf) return prefix + std::string(p.hf);
+  }
+  for (const NamePair& p : kExpertParts) {  // ffn_gate_exps.E.weight
+    if (suffix.starts_with(p.gguf) && suffix.size() > p.gguf.size() + 1 && suffix[p.gguf.size()] == '.' &&
+        suffix.ends_with(".weight")) {
+      const std::string_view e = suffix.substr(p.gguf.size() + 1, suffix.size() - p.gguf.size() - 1 - 7);
+      return prefix + std::string(kExpertPrefix) + std::string(e) + "." + std::string(p.hf);
+    }
+  }
+  return "";
+}
+
 }  // namespace spillway::engine

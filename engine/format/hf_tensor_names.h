@@ -26,4 +26,9 @@ namespace spillway::engine {
 // The GGUF name, or "" for a tensor the engine does not use (e.g. rotary_emb.inv_freq).
 std::string gguf_tensor_name(std::string_view hf_name);
 
+// The other way, for error messages: the HF name ("model.layers.N. ..." form) a GGUF name
+// comes from, or "" when none does. blk.N.post_attention_norm.weight (the hybrids' pre-FFN
+// norm) is post_attention_layernorm; experts are "mlp.experts.E.*".
+std::string hf_tensor_name(std::string_view gguf_name);
+
 }  // namespace spillway::engine

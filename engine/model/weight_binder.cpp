@@ -5,7 +5,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/format/hf_tensor_names.h"
+
 namespace spillway::engine {
+
+std::string WeightBinder::quoted(const std::string& name) const {
+  auto format = source_.metadata().get_string("spillway.source_format");
+  if (!format.ok() || format->value_or("") != "huggingface") return fmt::format("'{}'", name);
+  const std::string hf = hf_tensor_name(name);
+  return hf.empty() ? fmt::format("'{}'", name) : fmt::format("'{}' (Hugging Face '{}')", name, hf);
+}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
@@ -14,9 +23,9 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 Result<const TensorInfo*> WeightBinder::require(const std::string& name,
                                                 const std::vector<int64_t>& shape) const {
   const TensorInfo* t = source_.find_tensor(name);
-  if (!t) return Error{fmt::format("{}: missing tensor '{}'", source_.path(), name)};
+  if (!t) return Error{fmt::format("{}: missing tensor {}", source_.path(), quoted(name))};
   if (t->shape != shape) {
-    return Error{fmt::format("{}: tensor '{}' has shape {}, expected {}", source_.path(), name,
+    return Error{fmt::format("{}: tensor {} has shape {}, expected {}", source_.path(), quoted(name),
                              shape_string(t->shape), shape_string(shape))};
   }
   return t;
@@ -42,10 +51,10 @@ Result<const float*> WeightBinder::vector_f32(const std::string& name, int64_t n
   const TensorInfo* t = source_.find_tensor(name);
   if (!t) {
     if (!required) return static_cast<const float*>(nullptr);
-    return Error{fmt::format("{}: missing tensor '{}'", source_.path(), name)};
+    return Error{fmt::format("{}: missing tensor {}", source_.path(), quoted(name))};
   }
   if (t->n_elements() != n) {
-    return Error{fmt::format("{}: tensor '{}' has shape {}, expected [{}]", source_.path(), name,
+    return Error{fmt::format("{}: tensor {} has shape {}, expected [{}]", source_.path(), quoted(name),
                              shape_string(t->shape), n)};
   }
   auto copy = std::make_unique<float[]>(n);

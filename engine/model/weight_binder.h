@@ -34,6 +34,9 @@ class WeightBinder {
   const ModelSource& source() const { return source_; }
 
  private:
+  // 'name' for error messages, with the Hugging Face name it comes from for an HF folder.
+  std::string quoted(const std::string& name) const;
+
   const ModelSource& source_;
   std::vector<std::unique_ptr<float[]>>& owned_;
 };

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/format/gguf_writer.h"
+#include "engine/format/hf_tensor_names.h"
 #include "engine/forward/batch.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
@@ -530,6 +531,7 @@ TEST_F(HfHybridErrors, MissingTensorNamed) {
   const std::string e = open_error();
   EXPECT_NE(e.find(dir_.string()), std::string::npos) << e;
   EXPECT_NE(e.find("blk.1.attn_gate.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.1.linear_attn.in_proj_z.weight"), std::string::npos) << e;
 }
 
 TEST_F(HfHybridErrors, MisshapedConvNamed) {
@@ -547,6 +549,7 @@ TEST_F(HfHybridErrors, MisshapedProjectionNamed) {
   a->shape = {a->shape[1], a->shape[0]};
   const std::string e = open_error();
   EXPECT_NE(e.find("blk.2.ssm_alpha.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.2.linear_attn.in_proj_a.weight"), std::string::npos) << e;
 }
 
 TEST_F(HfHybridErrors, UnknownLayerTypeNamed) {
@@ -554,6 +557,26 @@ TEST_F(HfHybridErrors, UnknownLayerTypeNamed) {
   const std::string e = open_error();
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("layer_types[2]"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace spillway::engine
+
+namespace spillway::engine {
+namespace {
+
+// Error messages name the HF tensor too: the reverse of gguf_tensor_name.
+TEST(HfHybridNames, ReverseMappingRoundTrips) {
+  for (const char* hf : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                         "model.layers.3.input_layernorm.weight", "model.layers.3.self_attn.q_norm.weight",
+                         "model.layers.0.linear_attn.in_proj_qkvz.weight", "model.layers.0.linear_attn.A_log",
+                         "model.layers.12.linear_attn.dt_bias", "model.layers.2.mlp.shared_expert_gate.weight",
+                         "model.layers.5.mlp.experts.17.down_proj.weight", "model.layers.5.mlp.gate.weight"}) {
+    EXPECT_EQ(hf_tensor_name(gguf_tensor_name(hf)), hf);
+  }
+  EXPECT_EQ(hf_tensor_name("blk.4.post_attention_norm.weight"), "model.layers.4.post_attention_layernorm.weight");
+  EXPECT_EQ(hf_tensor_name("blk.4.nonsense"), "");
+  EXPECT_EQ(hf_tensor_name("rope_freqs.weight"), "");
 }
 
 }  // namespace
