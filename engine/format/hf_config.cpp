@@ -28,13 +28,20 @@ constexpr ModelTypeDefaults kModelTypes[] = {
     {"qwen2", 32768, 1e-6, 10000.0},
     {"qwen3", 32768, 1e-6, 10000.0},
     {"qwen3_moe", 32768, 1e-6, 10000.0},
+    {"qwen3_next", 32768, 1e-6, 10000.0},
+    {"qwen3_5_text", 32768, 1e-6, 10000.0},
+    {"qwen3_5", 32768, 1e-6, 10000.0},  // the image-text wrapper: its text_config is read
 };
 
 // The engine's architecture name of a model_type, where they differ.
 std::string architecture_of(std::string_view model_type) {
   if (model_type == "qwen3_moe") return "qwen3moe";
+  if (model_type == "qwen3_next") return "qwen3next";
+  if (model_type == "qwen3_5_text" || model_type == "qwen3_5") return "qwen35";
   return std::string(model_type);
 }
+
+bool is_hybrid(std::string_view arch) { return arch == "qwen3next" || arch == "qwen35"; }
 
 
 
@@ -45,6 +52,7 @@ class ConfigReader {
   ConfigReader(const std::string& path, const json& object, std::string prefix = "")
       : path_(path), object_(object), prefix_(std::move(prefix)) {}
 
+  const json& object() const { return object_; }
   const json* find(std::string_view key) const {
     auto it = object_.find(key);
     return it == object_.end() || it->is_null() ? nullptr : &*it;
@@ -188,7 +196,8 @@ std::string supported_hf_model_types() {
 }
 
 // qwen3_moe: the expert keys, as GGUF metadata (model/arch/moe_block.h reads them).
-static Status import_moe_config(const std::string& path, const ConfigReader& r, const std::string& arch, Metadata& meta) {
+static Status import_moe_config(const std::string& path, const ConfigReader& r, const std::string& arch, Metadata& meta,
+                                bool default_norm_topk = false) {
   const std::string p = arch + ".";
   for (const auto& [hf, gguf] : {std::pair{"num_experts", "expert_count"}, std::pair{"num_experts_per_tok", "expert_used_count"},
                                  std::pair{"moe_intermediate_size", "expert_feed_forward_length"}}) {
@@ -199,7 +208,7 @@ static Status import_moe_config(const std::string& path, const ConfigReader& r, 
   // transformers' Qwen3MoeConfig default: false (Qwen3-30B-A3B's config says true).
   auto norm = r.boolean("norm_topk_prob");
   if (!norm) return norm.error();
-  meta.set(p + "expert_weights_norm", norm->value_or(false));
+  meta.set(p + "expert_weights_norm", norm->value_or(default_norm_topk));
   auto step = r.positive_int("decoder_sparse_step");
   if (!step) return step.error();
   if (step->value_or(1) != 1) {
@@ -211,12 +220,102 @@ static Status import_moe_config(const std::string& path, const ConfigReader& r, 
   return {};
 }
 
-Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
-  auto config = read_json_object(path);
-  if (!config) return config.error();
-  const ConfigReader r(path, *config);
 
-  auto model_type = r.string("model_type");
+// qwen3_next / qwen3_5_text: the gated-delta-net keys (model/arch/hybrid_block.h reads them).
+// transformers' Qwen3NextConfig defaults fill absent keys. HF checkpoints keep each key
+// head's value heads together (v-head h reads k-head h / (nv / nk)); llama.cpp's qwen35
+// converter reorders them "tiled" instead, so spillway.ssm_value_heads_grouped says which.
+static Status import_hybrid_config(const std::string& path, const ConfigReader& r, const std::string& arch,
+                                   int64_t n_layers, int64_t head_dim, const json* rope_parameters, Metadata& meta) {
+  const std::string p = arch + ".";
+  auto read = [&](const char* key, int64_t def) -> Result<int64_t> {
+    auto v = r.positive_int(key);
+    if (!v) return v.error();
+    return v->value_or(def);
+  };
+  int64_t conv = 0, dk = 0, dv = 0, nk = 0, nv = 0;
+  ASSIGN_OR_RETURN(conv, read("linear_conv_kernel_dim", 4));
+  ASSIGN_OR_RETURN(dk, read("linear_key_head_dim", 128));
+  ASSIGN_OR_RETURN(dv, read("linear_value_head_dim", 128));
+  ASSIGN_OR_RETURN(nk, read("linear_num_key_heads", 16));
+  ASSIGN_OR_RETURN(nv, read("linear_num_value_heads", 32));
+  if (dk != dv) {
+    return Error{fmt::format("{}: linear_key_head_dim {} != linear_value_head_dim {} is not supported", path, dk, dv)};
+  }
+  if (nv % nk != 0) {
+    return Error{fmt::format("{}: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", path, nv,
+                             nk)};
+  }
+  meta.set(p + "ssm.conv_kernel", conv);
+  meta.set(p + "ssm.state_size", dk);
+  meta.set(p + "ssm.group_count", nk);
+  meta.set(p + "ssm.time_step_rank", nv);
+  meta.set(p + "ssm.inner_size", nv * dv);
+  meta.set("spillway.ssm_value_heads_grouped", true);
+
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layers) {
+      return r.invalid("layer_types", fmt::format("an array of {} layer types", n_layers));
+    }
+    MetaArray recurrent;
+    recurrent.kind = MetaArray::Kind::Bool;
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const bool linear = t.is_string() && t.get<std::string>() == "linear_attention";
+      if (!linear && !(t.is_string() && t.get<std::string>() == "full_attention")) {
+        return Error{fmt::format("{}: key 'layer_types[{}]' = {} is not supported (linear_attention, "
+                                 "full_attention)",
+                                 path, i, t.dump())};
+      }
+      recurrent.bools.push_back(linear ? 1 : 0);
+    }
+    meta.set(p + "attention.recurrent_layers", std::move(recurrent));
+  } else {
+    int64_t interval = 0;
+    ASSIGN_OR_RETURN(interval, read("full_attention_interval", 4));
+    meta.set(p + "full_attention_interval", interval);
+  }
+
+  // partial_rotary_factor: top level (qwen3_next) or inside rope_parameters (qwen3_5).
+  double factor = 0.25;
+  for (const json* where : {&r.object(), rope_parameters}) {
+    if (!where || !where->is_object() || !where->contains("partial_rotary_factor")) continue;
+    const ConfigReader pr(path, *where, where == rope_parameters ? "rope_parameters." : "");
+    auto f = pr.positive_number("partial_rotary_factor", std::nullopt);
+    if (!f) return f.error();
+    factor = *f;
+  }
+  const double rot = head_dim * factor;
+  if (factor > 1 || rot != std::floor(rot) || static_cast<int64_t>(rot) % 2 != 0) {
+    return Error{fmt::format("{}: partial_rotary_factor {} of head_dim {} is not an even number of dims", path,
+                             factor, head_dim)};
+  }
+  meta.set(p + "rope.dimension_count", static_cast<int64_t>(rot));
+
+  if (arch == "qwen3next") {
+    SPILLWAY_TRY(import_moe_config(path, r, arch, meta, /*default_norm_topk=*/true));
+    auto shared = r.positive_int("shared_expert_intermediate_size");
+    if (!shared) return shared.error();
+    if (shared->has_value()) meta.set(p + "expert_shared_feed_forward_length", **shared);
+  }
+  return {};
+}
+
+Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
+  auto file = read_json_object(path);
+  if (!file) return file.error();
+  // qwen3_5 (image-text) keeps the language model's keys in text_config.
+  const json* config = &*file;
+  if (auto it = file->find("model_type"); it != file->end() && *it == "qwen3_5") {
+    auto text = file->find("text_config");
+    if (text == file->end() || !text->is_object()) {
+      return Error{fmt::format("{}: model_type 'qwen3_5' needs a 'text_config' object", path)};
+    }
+    config = &*text;
+  }
+  const ConfigReader r(path, *config, config == &*file ? "" : "text_config.");
+
+  auto model_type = ConfigReader(path, *file).string("model_type");
   if (!model_type) return model_type.error();
   if (!model_type->has_value()) return r.missing("model_type");
   const ModelTypeDefaults* defaults = nullptr;
@@ -264,6 +363,9 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   if (!kv_heads) return kv_heads.error();
   auto head_dim = r.positive_int("head_dim");
   if (!head_dim) return head_dim.error();
+  // transformers' Qwen3NextConfig / Qwen3_5TextConfig default head_dim: 256.
+  const bool hybrid = is_hybrid(arch);
+  if (!head_dim->has_value() && hybrid) *head_dim = 256;
   if (!head_dim->has_value() && *hidden % *heads != 0) {
     return Error{fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {} and "
                              "there is no 'head_dim'",
@@ -290,7 +392,8 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
     rope_theta = *theta;
   }
 
-  auto tie = r.boolean("tie_word_embeddings");
+  auto tie = r.find("tie_word_embeddings") ? r.boolean("tie_word_embeddings")
+                                            : ConfigReader(path, *file).boolean("tie_word_embeddings");
   if (!tie) return tie.error();
   out.tie_word_embeddings = tie->value_or(false);
   out.bos_token_id = r.token_id("bos_token_id");
@@ -312,6 +415,8 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   if (vocab->has_value()) meta.set(p + "vocab_size", **vocab);
 
   if (arch == "qwen3moe") SPILLWAY_TRY(import_moe_config(path, r, arch, meta));
+  out.hybrid = hybrid;
+  if (out.hybrid) SPILLWAY_TRY(import_hybrid_config(path, r, arch, *layers, key_length, rope_parameters, meta));
   if (const json* scaling = r.find("rope_scaling")) {
     SPILLWAY_TRY(import_rope_scaling(path, *scaling, "rope_scaling", arch, meta));
   } else if (rope_parameters) {

@@ -113,6 +113,33 @@ Result<TensorInfo> to_tensor_info(const SafetensorsFile& shard, int file_index,
   return info;
 }
 
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A hybrid checkpoint (qwen3_next, qwen3_5) in the engine's GGUF terms, as llama.cpp's
+// converter writes it: post_attention_layernorm is the pre-FFN "post_attention_norm"; every
+// RMSNorm weight but linear_attn.norm is stored zero-centred (GGUF: w + 1); A_log becomes
+// -exp(A_log); conv1d [C, 1, K] loses its middle axis. The value-head order stays HF's
+// (spillway.ssm_value_heads_grouped), and the fused qwen3_next in_proj_qkvz is split by the
+// delta-net mixer at run time, so no matrix is copied.
+Status adapt_hybrid_tensor(const SafetensorsFile& shard, const SafetensorsTensor& t, TensorInfo& info) {
+  for (std::string_view norm : {".attn_norm.weight", ".post_attention_norm.weight", ".attn_q_norm.weight",
+                                ".attn_k_norm.weight"}) {
+    if (ends_with(info.name, norm)) info.transform = ValueTransform::AddOne;
+  }
+  if (info.name == "output_norm.weight") info.transform = ValueTransform::AddOne;
+  if (ends_with(info.name, ".ssm_a")) info.transform = ValueTransform::NegExp;
+  if (ends_with(info.name, ".ssm_conv1d.weight")) {
+    if (info.shape.size() != 3 || info.shape[1] != 1) {
+      return Error{fmt::format("{}: tensor '{}' has shape [{}], expected [channels, 1, kernel]", shard.path(),
+                               t.name, fmt::join(t.shape, ", "))};
+    }
+    info.shape = {info.shape[0], info.shape[2]};
+  }
+  return {};
+}
+
 // Opens the weight files: model.safetensors, or every shard the index names.
 Status open_weights(const fs::path& dir, ModelSource::Contents& src, Shards& shards) {
   const fs::path single = dir / kSingleFile;
@@ -184,12 +211,17 @@ Result<std::unique_ptr<ModelSource>> open_hf_folder(const std::string& dir_name)
     for (const SafetensorsTensor& t : shard.tensors()) {
       std::string name = gguf_tensor_name(t.name);
       if (name.empty()) continue;
+      if (config->hybrid && ends_with(name, ".ffn_norm.weight")) {  // the pre-FFN norm's GGUF name
+        name.replace(name.size() - std::string_view("ffn_norm.weight").size(), std::string::npos,
+                     "post_attention_norm.weight");
+      }
       if (auto it = seen.find(name); it != seen.end()) {
         return Error{fmt::format("{}: tensor '{}' appears in both {} and {}", dir_name, t.name,
                                  it->second->path(), shard.path())};
       }
       auto info = to_tensor_info(shard, static_cast<int>(i), t, std::move(name));
       if (!info) return info.error();
+      if (config->hybrid) SPILLWAY_TRY(adapt_hybrid_tensor(shard, t, *info));
       seen.emplace(info->name, &shard);
       src.tensors.push_back(std::move(*info));
     }

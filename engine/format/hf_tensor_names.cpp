@@ -35,6 +35,23 @@ constexpr NamePair kPerLayer[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router (qwen3_moe)
+    // Hybrids (qwen3_next, qwen3_5): the gated delta net and the shared expert. The folder
+    // loader reshapes conv1d and marks A_log / the norms for their value transforms.
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+    {"linear_attn.in_proj_qkvz.weight", "ssm_in.weight"},  // qwen3_next: q|k|v|z per key head
+    {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},    // qwen3_next: b|a per key head
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+    {"linear_attn.dt_bias", "ssm_dt.bias"},
+    {"linear_attn.A_log", "ssm_a"},
+    {"linear_attn.norm.weight", "ssm_norm.weight"},
+    {"linear_attn.out_proj.weight", "ssm_out.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 
 // MoE experts: "mlp.experts.E.{gate,up,down}_proj.weight" -> "ffn_{gate,up,down}_exps.E.weight"
@@ -47,11 +64,18 @@ constexpr NamePair kExpertParts[] = {
 };
 
 constexpr std::string_view kLayerPrefix = "model.layers.";
+// Image-text checkpoints (qwen3_5) keep the language model under model.language_model.
+constexpr std::string_view kLanguageModelPrefix = "model.language_model.";
 constexpr size_t kMaxLayerDigits = 6;
 
 }  // namespace
 
 std::string gguf_tensor_name(std::string_view hf_name) {
+  std::string unwrapped;
+  if (hf_name.starts_with(kLanguageModelPrefix)) {
+    unwrapped = "model." + std::string(hf_name.substr(kLanguageModelPrefix.size()));
+    hf_name = unwrapped;
+  }
   for (const NamePair& p : kGlobal) {
     if (hf_name == p.hf) return std::string(p.gguf);
   }
@@ -84,6 +108,32 @@ std::string gguf_tensor_name(std::string_view hf_name) {
       if (e.substr(n + 1) == p.hf) {
         return "blk." + std::string(layer) + "." + std::string(p.gguf) + "." + std::string(e.substr(0, n)) + ".weight";
       }
+    }
+  }
+  return "";
+}
+
+std::string hf_tensor_name(std::string_view gguf_name) {
+  for (const NamePair& p : kGlobal) {
+    if (gguf_name == p.gguf) return std::string(p.hf);
+  }
+  constexpr std::string_view kBlk = "blk.";
+  if (!gguf_name.starts_with(kBlk)) return "";
+  const std::string_view rest = gguf_name.substr(kBlk.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0) return "";
+  const std::string layer(rest.substr(0, dot));
+  const std::string_view suffix = rest.substr(dot + 1);
+  const std::string prefix = std::string(kLayerPrefix) + layer + ".";
+  if (suffix == "post_attention_norm.weight") return prefix + "post_attention_layernorm.weight";
+  for (const NamePair& p : kPerLayer) {
+    if (suffix == p.gguf) return prefix + std::string(p.hf);
+  }
+  for (const NamePair& p : kExpertParts) {  // ffn_gate_exps.E.weight
+    if (suffix.starts_with(p.gguf) && suffix.size() > p.gguf.size() + 1 && suffix[p.gguf.size()] == '.' &&
+        suffix.ends_with(".weight")) {
+      const std::string_view e = suffix.substr(p.gguf.size() + 1, suffix.size() - p.gguf.size() - 1 - 7);
+      return prefix + std::string(kExpertPrefix) + std::string(e) + "." + std::string(p.hf);
     }
   }
   return "";

@@ -63,8 +63,15 @@ class Metadata {
   std::map<std::string, MetaValue, std::less<>> values_;
 };
 
+// How a loader's stored values become the GGUF values the engine expects, for 1-D tensors that
+// WeightBinder::vector_f32 copies to f32 anyway (a Hugging Face folder of a hybrid model stores
+// zero-centred RMSNorm weights and A_log where the GGUF stores w + 1 and -exp(A_log)).
+// Matrices are never transformed (WeightBinder::matrix rejects a tensor that asks for it).
+enum class ValueTransform { None, AddOne, NegExp };
+
 struct TensorInfo {
   std::string name;                // canonical (GGUF) name
+  ValueTransform transform = ValueTransform::None;  // applied after dequantisation
   kernels::DType type = kernels::DType::F32;
   std::vector<int64_t> shape;      // GGUF order: shape[0] is the contiguous (row) length
   const void* data = nullptr;      // mapped bytes, n_bytes long

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -10,7 +11,6 @@ namespace spillway::engine {
 
 namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // As ggml's softplus.
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -35,6 +35,8 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
   }
   conv_taps_.resize(size_t(max_conv_kernel_) * max_conv_dim_);
   conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
+  conv_ones_.resize(size_t(max_conv_dim_));
+  std::fill(conv_ones_.data, conv_ones_.data + max_conv_dim_, 1.0f);
 }
 
 void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
@@ -76,15 +78,26 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
   using P = ForwardProfile;
   const int32_t n_tokens = ctx.n_tokens;
   NormRows in_norm{x, norm, h_.data, cfg_.n_embd, cfg_.rms_eps};
-  if (w.fused_ba) {
-    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_ba};
-    float* ys[] = {qkv_.data, z_.data, ba_.data};
-    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+  // One matmul pass over every input projection: qkv and z (or the fused qkvz), then b/a.
+  const kernels::WeightMatrix* ws[4];
+  float* ys[4];
+  size_t n = 0;
+  if (w.fused_qkvz) {
+    qkvz_.resize(size_t(token_capacity_) * (max_conv_dim_ + max_value_dim_));  // grows once
+    ws[n] = &w.w_qkvz, ys[n++] = qkvz_.data;
   } else {
-    const kernels::WeightMatrix* ws[] = {&w.w_qkv, &w.w_gate, &w.w_beta, &w.w_alpha};
-    float* ys[] = {qkv_.data, z_.data, ba_.data, alpha_.data};
-    SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, ws, h_.data, n_tokens, ys, {NormRows::apply, &in_norm}));
+    ws[n] = &w.w_qkv, ys[n++] = qkv_.data;
+    ws[n] = &w.w_gate, ys[n++] = z_.data;
   }
+  if (w.fused_ba) {
+    ws[n] = &w.w_ba, ys[n++] = ba_.data;
+  } else {
+    ws[n] = &w.w_beta, ys[n++] = ba_.data;
+    ws[n] = &w.w_alpha, ys[n++] = alpha_.data;
+  }
+  SPILLWAY_TRY(ctx.matmul_multi(P::Qkv, std::span(ws, n), h_.data, n_tokens, std::span(ys, n),
+                                {NormRows::apply, &in_norm}));
+  if (w.fused_qkvz) split_qkvz(ctx, spec);
   timed(ctx.profile, P::Recurrence, [&] {
     conv(ctx, spec, w);
     gates(ctx, spec, w);
@@ -108,9 +121,30 @@ Status DeltaNetMixer::run(const StepContext& ctx, const LayerSpec& spec, const D
       kernels::silu_mul(g->z + t * width + int64_t{h} * g->dv, o, o, g->dv);  // o *= silu(z)
     }
   };
-  const kernels::WeightMatrix* ws[] = {&w.w_out};
-  float* ys[] = {out};
-  return ctx.matmul_multi(P::Wo, ws, o_.data, n_tokens, ys, {gated_norm_row, &gn});
+  const kernels::WeightMatrix* wo[] = {&w.w_out};
+  float* yo[] = {out};
+  return ctx.matmul_multi(P::Wo, wo, o_.data, n_tokens, yo, {gated_norm_row, &gn});
+}
+
+// qkvz_ rows, per key head g [q_g | k_g | v of its r value heads | z of them], into qkv_
+// ([q all heads | k all heads | v all heads]) and z_ rows.
+void DeltaNetMixer::split_qkvz(const StepContext& ctx, const LayerSpec& spec) {
+  const int32_t C = spec.ssm_conv_dim(), V = spec.ssm_value_dim(), S = spec.ssm_state, nk = spec.ssm_key_heads;
+  const int64_t rv = int64_t{spec.ssm_value_heads / nk} * S;  // a key head's value (and z) width
+  parallel_for(ctx.pool, ctx.n_tokens, C + V, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* in = qkvz_.data + t * (C + V);
+      float* qkv = qkv_.data + t * C;
+      float* z = z_.data + t * V;
+      for (int32_t g = 0; g < nk; ++g) {
+        const float* group = in + g * (2 * S + 2 * rv);
+        std::copy(group, group + S, qkv + int64_t{g} * S);
+        std::copy(group + S, group + 2 * S, qkv + int64_t{nk + g} * S);
+        std::copy(group + 2 * S, group + 2 * S + rv, qkv + int64_t{2 * nk} * S + g * rv);
+        std::copy(group + 2 * S + rv, group + 2 * S + 2 * rv, z + g * rv);
+      }
+    }
+  });
 }
 
 // conv_[t][ch] = silu(sum_k w[ch][k] * x_{t-K+1+k}[ch]) over the window [conv state | qkv rows
@@ -146,7 +180,9 @@ void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const De
           const float* wk = taps + int64_t{k} * C;
           for (int64_t ch = begin; ch < end; ++ch) out[ch] += wk[ch] * x[ch];
         }
-        for (int64_t ch = begin; ch < end; ++ch) out[ch] = silu(out[ch]);
+        // silu(u) * 1 through the kernel table: vectorised (the scalar ISA computes the
+        // same x / (1 + exp(-x)) as before, bit for bit).
+        kernels::silu_mul(out + begin, conv_ones_.data + begin, out + begin, end - begin);
       }
       for (int32_t j = 0; j < K - 1; ++j) {
         const float* x = window_row(n + j);

@@ -42,6 +42,7 @@ class DeltaNetMixer {
            const float* x, float* out);
 
  private:
+  void split_qkvz(const StepContext& ctx, const LayerSpec& spec);
   void conv(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
   void gates(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
   void recurrence(const StepContext& ctx, const LayerSpec& spec);
@@ -52,8 +53,10 @@ class DeltaNetMixer {
   int32_t token_capacity_ = 0;
   // [tokens, n_embd | conv_dim | conv_dim | value_dim | 2 nv | nv | nv | nv | value_dim]
   AlignedBuffer h_, qkv_, conv_, z_, ba_, alpha_, g_, beta_, o_;
+  AlignedBuffer qkvz_;        // [tokens, conv_dim + value_dim]: a fused in_proj_qkvz's output (HF qwen3_next)
   AlignedBuffer conv_taps_;   // [K][conv_dim]: the layer's conv taps, transposed per call
   AlignedBuffer conv_zeros_;  // [conv_dim] zeros: the conv window before position 0
+  AlignedBuffer conv_ones_;   // [conv_dim] ones: the conv's SiLU as kernels::silu_mul(u, 1)
 };
 
 }  // namespace spillway::engine

@@ -56,6 +56,11 @@ struct ExpertWeights {
 struct DeltaNetWeights {
   kernels::WeightMatrix w_qkv;    // [C rows, n_embd]: q (nk*dk) | k (nk*dk) | v (nv*dv)
   kernels::WeightMatrix w_gate;   // [V rows, n_embd]: z, the output gate
+  // Or both fused as Hugging Face's qwen3_next in_proj_qkvz (w_qkv / w_gate unused):
+  // [C + V rows, n_embd], per key head g the rows [q_g (dk) | k_g (dk) | v of its r value
+  // heads (r dv) | z of them (r dv)].
+  bool fused_qkvz = false;
+  kernels::WeightMatrix w_qkvz;
   // beta / alpha either as two matrices [nv rows, n_embd] (qwen35*), or fused (qwen3next):
   // w_ba [2 nv rows, n_embd], per key head g the rows [beta of its r value heads | alpha of them].
   bool fused_ba = false;
@@ -69,7 +74,11 @@ struct DeltaNetWeights {
 
   template <class Fn>
   void for_each_matrix(Fn&& fn) {
-    fn(w_qkv), fn(w_gate);
+    if (fused_qkvz) {
+      fn(w_qkvz);
+    } else {
+      fn(w_qkv), fn(w_gate);
+    }
     if (fused_ba) {
       fn(w_ba);
     } else {

@@ -25,7 +25,8 @@ class WeightBinder {
   bool has(const std::string& name) const { return source_.find_tensor(name) != nullptr; }
   // A [rows, cols] matrix (GGUF shape [cols, rows]); cols a multiple of its type's block.
   Result<kernels::WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) const;
-  // An n-element vector as float32; nullptr when absent and not required.
+  // An n-element vector as float32, after the tensor's ValueTransform; nullptr when absent and
+  // not required.
   Result<const float*> vector_f32(const std::string& name, int64_t n, bool required);
   // The tensor, checked against `shape` (GGUF order).
   Result<const TensorInfo*> require(const std::string& name, const std::vector<int64_t>& shape) const;
@@ -33,6 +34,9 @@ class WeightBinder {
   const ModelSource& source() const { return source_; }
 
  private:
+  // 'name' for error messages, with the Hugging Face name it comes from for an HF folder.
+  std::string quoted(const std::string& name) const;
+
   const ModelSource& source_;
   std::vector<std::unique_ptr<float[]>>& owned_;
 };

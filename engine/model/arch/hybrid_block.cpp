@@ -30,6 +30,10 @@ Status describe_hybrid_layers(const ModelSource& src, ModelConfig& c, DeltaNetHe
   ASSIGN_OR_RETURN(value_heads, read_positive(src, a + "ssm.time_step_rank", -1));
   ASSIGN_OR_RETURN(inner, read_positive(src, a + "ssm.inner_size", int64_t{value_heads} * state));
   ASSIGN_OR_RETURN(interval, read_positive(src, a + "full_attention_interval", 4));
+  // A Hugging Face folder keeps each key head's value heads together (format/hf_config.h).
+  auto grouped = src.metadata().get_bool("spillway.ssm_value_heads_grouped");
+  if (!grouped) return grouped.error();
+  if (grouped->value_or(false)) head_map = DeltaNetHeadMap::Grouped;
   if (value_heads % key_heads != 0) {
     return Error{fmt::format("{}: ssm.time_step_rank {} is not a multiple of ssm.group_count {}", src.path(),
                              value_heads, key_heads)};
@@ -107,15 +111,25 @@ Status bind_hybrid_mixer(WeightBinder& b, const ModelConfig& c, int32_t layer, B
     block.mixer = a;
     return {};
   }
-  if (b.has(p + "ssm_in.weight")) {
+  const int32_t conv_dim = s.ssm_conv_dim(), value_dim = s.ssm_value_dim(), nv = s.ssm_value_heads;
+  DeltaNetWeights d;
+  auto source_format = b.source().metadata().get_string("spillway.source_format");
+  if (!source_format) return source_format.error();
+  if (b.has(p + "ssm_in.weight") && source_format->value_or("") == "huggingface") {
+    // qwen3_next's in_proj_qkvz, grouped per key head (block_weights.h); the mixer splits it.
+    if (s.ssm_head_map != DeltaNetHeadMap::Grouped) {
+      return Error{fmt::format("{}: tensor '{}ssm_in.weight' needs grouped value heads", b.source().path(), p)};
+    }
+    d.fused_qkvz = true;
+    ASSIGN_OR_RETURN(d.w_qkvz, b.matrix(p + "ssm_in.weight", int64_t{conv_dim} + value_dim, c.n_embd));
+  } else if (b.has(p + "ssm_in.weight")) {
     return Error{fmt::format("{}: tensor '{}ssm_in.weight' (the legacy fused qkvz layout) is not supported; "
                              "reconvert the model with attn_qkv + attn_gate",
                              b.source().path(), p)};
+  } else {
+    ASSIGN_OR_RETURN(d.w_qkv, b.matrix(p + "attn_qkv.weight", conv_dim, c.n_embd));
+    ASSIGN_OR_RETURN(d.w_gate, b.matrix(p + "attn_gate.weight", value_dim, c.n_embd));
   }
-  const int32_t conv_dim = s.ssm_conv_dim(), value_dim = s.ssm_value_dim(), nv = s.ssm_value_heads;
-  DeltaNetWeights d;
-  ASSIGN_OR_RETURN(d.w_qkv, b.matrix(p + "attn_qkv.weight", conv_dim, c.n_embd));
-  ASSIGN_OR_RETURN(d.w_gate, b.matrix(p + "attn_gate.weight", value_dim, c.n_embd));
   if (b.has(p + "ssm_ba.weight")) {
     d.fused_ba = true;
     ASSIGN_OR_RETURN(d.w_ba, b.matrix(p + "ssm_ba.weight", 2 * nv, c.n_embd));

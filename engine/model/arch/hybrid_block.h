@@ -11,7 +11,10 @@
 // block_count, not run). Tensors: blk.N.{attn_qkv, attn_gate, ssm_beta + ssm_alpha |
 // ssm_ba, ssm_conv1d, ssm_dt.bias, ssm_a, ssm_norm, ssm_out} for delta nets;
 // blk.N.{attn_q (2 * q_dim rows), attn_k, attn_v, attn_output, attn_q_norm, attn_k_norm}
-// for attention. A legacy fused `ssm_in` (qkvz) layout is rejected naming the tensor.
+// for attention. A legacy fused `ssm_in` (qkvz) layout in a GGUF is rejected naming the
+// tensor; from a Hugging Face folder it is qwen3_next's in_proj_qkvz (block_weights.h), run
+// fused. spillway.ssm_value_heads_grouped = true (HF folders) selects the grouped value-head
+// map whatever the architecture's default.
 #pragma once
 
 #include "engine/model/arch/architecture.h"
