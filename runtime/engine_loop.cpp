@@ -105,6 +105,7 @@ void EngineLoop::Impl::publish_locked() {
   s.state_slots_used = config.n_state_slots - scheduler.free_state_slots();
   s.state_snapshots = c.state_snapshots;
   s.state_snapshot_stats = runner->state_snapshot_stats();
+  s.canvases_running = c.running_canvases;
   published = s;
 }
 

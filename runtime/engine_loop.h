@@ -55,6 +55,7 @@ struct EngineSnapshot {
   int32_t state_slots_used = 0;
   int32_t state_snapshots = 0;
   scheduler::StateSnapshotStats state_snapshot_stats;  // the runner's snapshot bytes and copies
+  int32_t canvases_running = 0;    // diffusion models: running requests' canvases
 };
 
 class EngineLoop {
