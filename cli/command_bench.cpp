@@ -17,6 +17,7 @@
 #include "tools/throughput_bench.h"
 #include "kernels/probe/machine_probe.h"
 #include "tools/sampling_bench.h"
+#include "tools/diffusion_bench.h"
 #include "kernels/thread_pool.h"
 #include "cli/commands.h"
 #include "server/observability/progress.h"
@@ -39,6 +40,10 @@ struct BenchOptions {
   tools::SamplingBenchOptions sampling_options;
   ResidencyFlags residency;
   MobileFlags mobile;  // MoE models: MoBiLE in the one-sequence decode
+  bool diffusion = false;  // bench --diffusion (tools/diffusion_bench.h)
+  tools::DiffusionBenchOptions diffusion_options;
+  std::string diffusion_sampler = "reference";
+  float diffusion_threshold = 0.0f;
 };
 
 struct Peak {
@@ -83,6 +88,47 @@ nlohmann::ordered_json events_json(const engine::ResidencyController& c) {
                    {"pressure_some_avg10", e.pressure_some_avg10}});
   }
   return out;
+}
+
+// `bench --diffusion`: aggregate committed tokens/s for 1, 2, 4, 8 canvases batched.
+int bench_diffusion(const BenchOptions& o, const engine::Model& model, kernels::ThreadPool& pool) {
+  tools::DiffusionBenchOptions d = o.diffusion_options;
+  d.prompt_tokens = o.throughput.prompt_tokens;
+  d.gen_tokens = o.throughput.gen_tokens;
+  d.repeats = o.throughput.repeats;
+  if (o.diffusion_sampler == "turbo") {
+    d.params.threshold = 0.95f;  // the API's turbo preset
+    d.params.threshold_low = 0.80f;
+    d.params.threshold_switch = 8;
+  }
+  if (o.diffusion_threshold > 0.0f) d.params.threshold = o.diffusion_threshold;
+  fmt::print(stderr, "measuring diffusion: prompt {} + canvas {} tokens, {} sampler, {} threads\n", d.prompt_tokens,
+             d.gen_tokens, d.params.turbo() ? "turbo" : "reference", pool.size());
+  auto rows = tools::measure_diffusion(model, pool, d);
+  if (!rows) {
+    fmt::print(stderr, "error: {}\n", rows.error().message);
+    return 1;
+  }
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : *rows) {
+      j.push_back({{"canvases", r.canvases}, {"committed", r.committed}, {"forwards", r.forwards},
+                   {"canvas_forwards", r.canvas_forwards}, {"rows_evaluated", r.rows_evaluated},
+                   {"seconds", r.seconds}, {"cpu_seconds", r.cpu_seconds},
+                   {"tokens_per_second", r.tokens_per_second()}, {"tokens_per_cpu_second", r.tokens_per_cpu_second()}});
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{:>8} {:>10} {:>9} {:>14} {:>12} {:>14} {:>10}\n", "canvases", "committed", "forwards",
+             "rows evaluated", "tok/s wall", "tok/s CPU", "vs 1");
+  const double one = rows->front().tokens_per_cpu_second();
+  for (const auto& r : *rows) {
+    fmt::print("{:>8} {:>10} {:>9} {:>14} {:>12.1f} {:>14.1f} {:>9.2f}x\n", r.canvases, r.committed, r.forwards,
+               r.rows_evaluated, r.tokens_per_second(), r.tokens_per_cpu_second(),
+               one > 0 ? r.tokens_per_cpu_second() / one : 0.0);
+  }
+  return 0;
 }
 
 // `bench --sampling`: sampling time per row and per step against the step's forward.
@@ -166,6 +212,7 @@ int bench(const BenchOptions& o) {
   const int threads = booted->threads;
   kernels::ThreadPool& pool = *booted->pool;
   if (o.sampling) return bench_sampling(o, **model, pool);
+  if (o.diffusion) return bench_diffusion(o, **model, pool);
   const engine::ResidencySetup* setup = booted->residency.get();
   const engine::ResidencyController* controller = booted->controller.get();
   if (setup) {
@@ -417,6 +464,24 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--sampling-rows", opts->sampling_options.rows,
                   "Sequences in the --sampling decode step")
       ->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_flag("--diffusion", opts->diffusion,
+                "Measure diffusion canvases instead: aggregate committed tok/s for --canvases batched "
+                "(--prompt-tokens, --gen-tokens = canvas length, --repeat apply)");
+  cmd->add_option("--canvases", opts->diffusion_options.canvases, "Canvas counts for --diffusion")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--diffusion-sampler", opts->diffusion_sampler, "reference | turbo (--diffusion)")
+      ->check(CLI::IsMember({"reference", "turbo"}))->capture_default_str();
+  cmd->add_option("--diffusion-block-length", opts->diffusion_options.params.block_length,
+                  "Block length for --diffusion (0: the whole canvas is one block)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--diffusion-threshold", opts->diffusion_threshold,
+                  "A single turbo threshold for --diffusion (instead of the [0.95, 0.80, 8] preset)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--diffusion-exact-top-k", opts->diffusion_options.params.exact_top_k,
+                "--diffusion: hierarchical top-K candidates (engine/diffusion/vocab_top_k.h)");
+  cmd->add_option("--diffusion-top-k", opts->diffusion_options.params.top_k,
+                  "--diffusion: the row sampler's top_k (0 = whole vocabulary; greedy)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   add_residency_flags(*cmd, opts->residency);
   add_mobile_flags(*cmd, opts->mobile);
   cmd->callback([opts, &exit_code] {

@@ -96,7 +96,7 @@ void add_make_demo_model_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("make-demo-model",
                                      "Write a deterministic random-weight GGUF model");
   cmd->add_option("--out", opts->out, "Output GGUF path")->required();
-  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe | qwen35");
+  cmd->add_option("--arch", opts->model.architecture, "llama | qwen2 | qwen3 | qwen3moe | qwen35 | llada | dream");
   cmd->add_option("--shape", opts->shape,
                   "A named shape: qwen35-0.8b | qwen35-2b (Qwen3.5-shaped hybrids) | qwen3-30b-a3b "
                   "(Qwen3-30B-A3B-shaped MoE); the size flags given with it override it");

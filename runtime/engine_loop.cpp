@@ -113,6 +113,7 @@ void EngineLoop::Impl::publish_locked() {
       s.padded_rows_by_bucket.emplace_back(plans->sizes()[b], plans->padded_rows(static_cast<int>(b)));
     }
   }
+  s.canvases_running = c.running_canvases;
   published = s;
 }
 

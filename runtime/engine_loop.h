@@ -61,6 +61,7 @@ struct EngineSnapshot {
   // (its row count) the padding rows its steps added (0 unless the runner pads).
   int64_t step_plan_builds = 0;
   std::vector<std::pair<int32_t, int64_t>> padded_rows_by_bucket;
+  int32_t canvases_running = 0;    // diffusion models: running requests' canvases
 };
 
 class EngineLoop {

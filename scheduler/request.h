@@ -51,6 +51,16 @@ struct DiffusionUsage {
   int32_t steps = 0;               // steps run, empty-block steps included
   int32_t committed = 0;           // canvas positions committed
   int64_t rows_evaluated = 0;      // canvas rows forwarded over all forwards
+  // Turbo techniques (engine::diffusion::CanvasStats): top-1 fallback commits, masked
+  // positions EOS tail-drop filled, repeat-guard trips (0/1), the repair forward (0/1) and
+  // the positions it changed; blocks that ran a forward and ended, and their forwards.
+  int32_t forced_top1 = 0;
+  int32_t eos_tail_dropped = 0;
+  int32_t repeat_guard_trips = 0;
+  int32_t repair_forwards = 0;
+  int32_t repair_changes = 0;
+  int32_t blocks_finished = 0;
+  int32_t block_forwards = 0;
   double tokens_per_forward() const { return forwards > 0 ? double(committed) / forwards : 0.0; }
 };
 

@@ -175,6 +175,7 @@ void Scheduler::add_request(RequestId id, GenerationParams params, UpdateSink si
                                                               config_.mask_token_id, config_.shift_logits,
                                                               canvas_params(params));
     seq->canvas_emitted = r.n_prompt;
+    if (!params.ignore_eos) seq->canvas->set_end_tokens(end_of_generation_ids_);  // EOS tail-drop
     seq->canvas->begin_step();  // a fresh canvas always has masks in its first block
     assert(!seq->canvas->done());
   }
@@ -707,6 +708,13 @@ void Scheduler::deliver(Request& r) {
     const engine::diffusion::CanvasStats& s = r.sequences[0]->canvas->stats();
     update.diffusion = DiffusionUsage{.forwards = s.forwards, .steps = s.steps_run, .committed = s.committed,
                                       .rows_evaluated = s.rows_evaluated};
+    update.diffusion->forced_top1 = s.forced_top1;
+    update.diffusion->eos_tail_dropped = s.eos_tail_dropped;
+    update.diffusion->repeat_guard_trips = s.repeat_guard_trips;
+    update.diffusion->repair_forwards = s.repair_forwards;
+    update.diffusion->repair_changes = s.repair_changes;
+    update.diffusion->blocks_finished = s.blocks_finished;
+    update.diffusion->block_forwards = s.block_forwards;
   }
   if (update.finished) update.error = r.error;
   if (r.sink) {
@@ -796,6 +804,7 @@ SchedulerCounters Scheduler::counters() const {
       return s->state == Sequence::State::Running;
     });
     ++(running ? c.running_requests : c.waiting_requests);
+    if (running && r->sequences[0]->canvas) ++c.running_canvases;
   }
   c.preemptions_total = preemptions_total_;
   c.prefix_queried_tokens_total = prefix_queried_tokens_total_;

@@ -70,6 +70,7 @@ struct SchedulerCounters {
   int64_t prefix_discarded_tokens_total = 0;  // hybrid: KV hits without a state snapshot
   int32_t state_snapshots = 0;                // hybrid: snapshots held
   int64_t computed_tokens_total = 0;  // tokens forwarded over all steps
+  int32_t running_canvases = 0;       // diffusion: requests whose canvas is running
 };
 
 class Scheduler {

@@ -218,6 +218,7 @@ void GenerationJob::on_update(size_t sub_index, scheduler::RequestUpdate&& u) {
     const scheduler::DiffusionUsage before = sub.diffusion.value_or(scheduler::DiffusionUsage{});
     ctx_.metrics.add_diffusion(u.diffusion->forwards - before.forwards, u.diffusion->committed - before.committed,
                                u.diffusion->rows_evaluated - before.rows_evaluated);
+    ctx_.metrics.observe_diffusion(before, *u.diffusion);
     sub.diffusion = *u.diffusion;
   }
   const int32_t new_tokens = u.completion_tokens - sub.completion_tokens;

@@ -41,6 +41,9 @@ api::ApiResult<engine::diffusion::DiffusionParams> diffusion_params(const api::S
   p.cache_chosen = d.cache.has_value();
   p.compact_refresh = d.compact_refresh.value_or(0);
   p.repeat_guard = d.repeat_guard.value_or(0);
+  p.eos_tail_drop = d.eos_tail_drop.value_or(false);
+  p.repair = d.repair.value_or(false);
+  p.exact_top_k = d.exact_top_k.value_or(false);
   if (d.sampler == "turbo" || d.threshold) {
     // The seed's default two-stage rule: 0.95 for the first 8 steps of a block, then 0.80.
     p.threshold = static_cast<float>(d.threshold.value_or(0.95));

@@ -224,7 +224,7 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
     specs.push_back({p + "attn_q.weight", o.dim, q_dim});
     specs.push_back({p + "attn_k.weight", o.dim, kv_dim});
     specs.push_back({p + "attn_v.weight", o.dim, kv_dim});
-    if (o.architecture == "qwen2") {
+    if (o.architecture == "qwen2" || o.architecture == "dream") {
       specs.push_back({p + "attn_q.bias", q_dim, 1});
       specs.push_back({p + "attn_k.bias", kv_dim, 1});
       specs.push_back({p + "attn_v.bias", kv_dim, 1});
@@ -256,8 +256,10 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
 
 Result<DemoModelOptions> resolve_demo_model_options(DemoModelOptions o) {
   if (o.architecture != "llama" && o.architecture != "qwen2" && o.architecture != "qwen3" &&
-      o.architecture != "qwen3moe" && o.architecture != "qwen35") {
-    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3, qwen3moe, qwen35", o.architecture)};
+      o.architecture != "qwen3moe" && o.architecture != "qwen35" && o.architecture != "llada" &&
+      o.architecture != "dream") {
+    return Error{fmt::format("--arch '{}' is not one of llama, qwen2, qwen3, qwen3moe, qwen35, llada, dream",
+                             o.architecture)};
   }
   if (o.layers < 1 || o.dim < 64 || o.vocab < 512 || o.context < 16) {
     return Error{"need --layers >= 1, --dim >= 64, --vocab >= 512, --context >= 16"};
@@ -324,7 +326,13 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
   if (!resolved) return resolved.error();
   const DemoModelOptions& o = *resolved;
   const std::string& arch = o.architecture;
-  const Vocabulary vocab = make_vocabulary(o.vocab);
+  Vocabulary vocab = make_vocabulary(o.vocab);
+  const bool diffusion = arch == "llada" || arch == "dream";
+  const int32_t mask_token = o.vocab - 1;  // diffusion: the last id becomes the mask token
+  if (diffusion) {
+    vocab.tokens[mask_token] = "<|mdm_mask|>";
+    vocab.types[mask_token] = kControl;
+  }
 
   GgufWriter writer;
   writer.set_string("general.architecture", arch);
@@ -361,6 +369,12 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
     writer.set_uint32(arch + ".full_attention_interval", 4);
   }
   writer.set_float32(arch + ".rope.freq_base", 10000.0f);
+  if (diffusion) {
+    // llada writes shift_logits = false; dream leaves it out (true: row p - 1 predicts p).
+    writer.set_bool(arch + ".attention.causal", false);
+    writer.set_uint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(mask_token));
+    if (arch == "llada") writer.set_bool("diffusion.shift_logits", false);
+  }
   writer.set_string("tokenizer.ggml.model", "llama");
   writer.set_string("tokenizer.ggml.pre", "default");
   writer.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -398,7 +412,9 @@ Status write_demo_model(const std::string& path, const DemoModelOptions& options
       } else {
         for (float& x : values) x = rng.normal() * spec.std;
       }
-      if (spec.mask_unsafe_rows && r < kFirstTextToken) std::fill(values.begin(), values.end(), 0.0f);
+      if (spec.mask_unsafe_rows && (r < kFirstTextToken || (diffusion && r == mask_token))) {
+        std::fill(values.begin(), values.end(), 0.0f);  // never generated (the mask token neither)
+      }
       kernels::quantize_row(type, values.data(), bytes.data() + r * rb, spec.cols);
     }
     std::vector<int64_t> shape = spec.experts > 0 ? std::vector<int64_t>{spec.cols, spec.rows, spec.experts}

@@ -19,7 +19,10 @@
 namespace spillway::tools {
 
 struct DemoModelOptions {
-  std::string architecture = "llama";  // llama | qwen2 | qwen3 | qwen3moe | qwen35
+  // llama | qwen2 | qwen3 | qwen3moe | qwen35 | llada | dream. The diffusion ones (llada:
+  // llama's tensors; dream: qwen2's) add tokenizer.ggml.mask_token_id = vocab - 1 (a control
+  // token whose output row is zero) and llada's diffusion.shift_logits = false.
+  std::string architecture = "llama";
   int32_t layers = 4;
   int32_t dim = 256;
   int32_t ff = 0;        // 0: 8/3 * dim rounded up to a multiple of 64

@@ -3,6 +3,7 @@
 #include <array>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -13,9 +14,9 @@ namespace {
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr std::array<std::string_view, 8> kAlgorithms = {
     "confidence", "low_confidence", "maskgit_plus", "entropy", "margin", "topk_margin", "random", "origin"};
-constexpr std::array<std::string_view, 10> kMembers = {"steps", "block_length", "algorithm", "alg_temp", "eps",
-                                                       "sampler", "threshold", "cache", "repeat_guard",
-                                                       "compact_refresh"};
+constexpr std::array<std::string_view, 13> kMembers = {
+    "steps",   "block_length", "algorithm",     "alg_temp",      "eps",    "sampler",     "threshold",
+    "cache",   "repeat_guard", "compact_refresh", "eos_tail_drop", "repair", "exact_top_k"};
 
 bool known(std::string_view name, std::span<const std::string_view> list) {
   for (std::string_view k : list) {
@@ -52,7 +53,8 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
     if (!known(it.key(), kMembers)) {
       body.fail(invalid_value("diffusion." + it.key(),
                               fmt::format("Unknown field 'diffusion.{}' (known: steps, block_length, algorithm, "
-                                          "alg_temp, eps, sampler, threshold, cache, repeat_guard, compact_refresh).", it.key())));
+                                          "alg_temp, eps, sampler, threshold, cache, repeat_guard, compact_refresh, "
+                                          "eos_tail_drop, repair, exact_top_k).", it.key())));
       return;
     }
   }
@@ -128,6 +130,17 @@ void read_diffusion_fields(FieldReader& body, DiffusionFields& out) {
       out.repeat_guard = g->get<bool>() ? 16 : 0;
     } else if (auto v = d.integer("repeat_guard", 2, kMaxSteps)) {
       out.repeat_guard = static_cast<int32_t>(*v);
+    }
+  }
+  for (auto [name, field] : {std::pair{"eos_tail_drop", &out.eos_tail_drop}, std::pair{"repair", &out.repair},
+                              std::pair{"exact_top_k", &out.exact_top_k}}) {
+    if (const nlohmann::ordered_json* v = d.find(name); v && d.ok()) {
+      if (!v->is_boolean()) {
+        const std::string param = fmt::format("diffusion.{}", name);
+        d.fail(invalid_value(param, fmt::format("Invalid '{}': expected true or false.", param)));
+      } else {
+        *field = v->get<bool>();
+      }
     }
   }
   if (!d.ok()) body.fail(*d.error());

@@ -1,6 +1,7 @@
 // The diffusion fields of /v1/completions and /v1/chat/completions (diffusion models
 // only): an optional `diffusion` object {steps, block_length, algorithm, alg_temp, eps,
-// sampler ("reference" | "turbo"), threshold (a number, or [hi, lo, switch_step])}
+// sampler ("reference" | "turbo"), threshold (a number, or [hi, lo, switch_step]), cache,
+// repeat_guard, and the turbo switches eos_tail_drop, repair, exact_top_k (booleans)}
 // plus the top-level aliases other servers accept: `steps`, `block_length` (NeMo's LLaDA
 // server, Fast-dLLM) and `remasking` ("low_confidence" | "random"). The object wins over
 // an alias. Unknown members of `diffusion` and invalid values are 400s naming the field
@@ -32,6 +33,9 @@ struct DiffusionFields {
   std::optional<std::string> cache;     // "none" | "block" (approximate block cache; needs block_length) | "compact" (compacted active set)
   std::optional<int32_t> compact_refresh;  // >= 0, with cache "compact": a full forward every N steps (0: per block)
   std::optional<int32_t> repeat_guard;  // true = 16, false = 0, or a run length >= 2
+  std::optional<bool> eos_tail_drop;    // stop denoising after a committed end token
+  std::optional<bool> repair;           // one full forward after the canvas drains, re-argmax
+  std::optional<bool> exact_top_k;      // hierarchical top-K over the vocabulary
 };
 
 void read_diffusion_fields(FieldReader& body, DiffusionFields& out);

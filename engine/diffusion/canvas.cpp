@@ -57,9 +57,16 @@ std::span<const int32_t> Canvas::begin_step() {
   assert(!pending_);
   if (repeat_stop_ >= 0) done_ = true;
   while (!done_) {
+    if (eos_pos_ >= 0 && !any_mask()) {
+      // EOS tail-drop: every mask after the end token is padding and none is left before it.
+      end_block();
+      if (finish_or_repair()) return masked_;
+      break;
+    }
     if (step_ >= steps_per_block_ && !params_.turbo()) {
+      end_block();
       if (++block_ >= num_blocks_) {
-        done_ = true;
+        if (finish_or_repair()) return masked_;
         break;
       }
       start_block();
@@ -69,8 +76,9 @@ std::span<const int32_t> Canvas::begin_step() {
     if (masked_.empty()) {
       if (params_.turbo()) {
         // Turbo blocks end when they are full, without a wasted step.
+        end_block();
         if (++block_ >= num_blocks_) {
-          done_ = true;
+          if (finish_or_repair()) return masked_;
           break;
         }
         start_block();
@@ -100,8 +108,13 @@ int32_t Canvas::commit_count() const {
 
 void Canvas::commit(const float* logits, int32_t n_vocab) {
   assert(pending_);
+  if (repairing_) {
+    repair_commit(logits, n_vocab);
+    return;
+  }
   const int32_t forwarded = forward_count();
   pending_ = false;
+  ++block_forwards_;
   const auto n = static_cast<int32_t>(masked_.size());
   ++stats_.steps_run;
   ++stats_.forwards;
@@ -172,8 +185,10 @@ void Canvas::commit(const float* logits, int32_t n_vocab) {
   for (size_t i = 0; i < last_positions_.size(); ++i) tokens_[last_positions_[i]] = last_tokens_[i];
   stats_.committed += static_cast<int32_t>(last_positions_.size());
   ++step_;
+  if (params_.eos_tail_drop) drop_tail();
   if (params_.repeat_guard > 0 && repeat_stop_ < 0) {
-    const int32_t end = committed_prefix_end();
+    // With tail-drop the padding after the end token is not text: the scan stops at it.
+    const int32_t end = eos_pos_ >= 0 ? std::min(left_committed_end(), eos_pos_ + 1) : left_committed_end();
     for (scanned_ = std::max(scanned_, n_prompt_); scanned_ < end; ++scanned_) {
       const int32_t t = tokens_[scanned_];
       run_length_ = t == run_token_ ? run_length_ + 1 : 1;
@@ -230,9 +245,101 @@ Canvas::Range Canvas::forward_range() const {
 }
 
 int32_t Canvas::committed_prefix_end() const {
+  if (params_.repair && !repaired_) return n_prompt_;
+  return left_committed_end();
+}
+
+int32_t Canvas::left_committed_end() const {
   int32_t p = n_prompt_;
   while (p < length() && !is_masked(p)) ++p;
   return p;
+}
+
+bool Canvas::any_mask() const {
+  for (int32_t p = n_prompt_; p < length(); ++p) {
+    if (is_masked(p)) return true;
+  }
+  return false;
+}
+
+void Canvas::set_end_tokens(std::span<const int32_t> ids) {
+  end_tokens_.assign(ids.begin(), ids.end());
+  std::sort(end_tokens_.begin(), end_tokens_.end());
+}
+
+bool Canvas::is_end(int32_t token) const {
+  return std::binary_search(end_tokens_.begin(), end_tokens_.end(), token);
+}
+
+void Canvas::end_block() {
+  if (block_forwards_ > 0) {
+    ++stats_.blocks_finished;
+    stats_.block_forwards += block_forwards_;
+  }
+  block_forwards_ = 0;
+}
+
+bool Canvas::finish_or_repair() {
+  if (!params_.repair || repaired_) {
+    done_ = true;
+    return false;
+  }
+  repairing_ = true;
+  refresh_ = true;  // the repair forwards the whole canvas, block cache or not
+  masked_.clear();
+  const int32_t end = eos_pos_ >= 0 ? eos_pos_ + 1 : length();
+  for (int32_t p = n_prompt_; p < end; ++p) masked_.push_back(p);
+  pending_ = true;
+  return true;
+}
+
+void Canvas::drop_tail() {
+  int32_t e = -1;
+  for (size_t i = 0; i < last_positions_.size(); ++i) {  // ascending: the first is the lowest
+    if (is_end(last_tokens_[i])) {
+      e = last_positions_[i];
+      break;
+    }
+  }
+  if (e < 0 || (eos_pos_ >= 0 && e >= eos_pos_)) return;
+  eos_pos_ = e;
+  for (int32_t p = e + 1; p < length(); ++p) {
+    if (is_masked(p)) {
+      tokens_[p] = tokens_[e];
+      ++stats_.eos_tail_dropped;
+    }
+  }
+}
+
+void Canvas::repair_commit(const float* logits, int32_t n_vocab) {
+  pending_ = false;
+  repairing_ = false;
+  repaired_ = true;
+  done_ = true;
+  const auto n = static_cast<int32_t>(masked_.size());
+  ++stats_.forwards;
+  ++stats_.repair_forwards;
+  const Range range = forward_range();
+  stats_.rows_evaluated += range.end - range.begin;
+  refresh_ = false;
+  stats_.rows_sampled += n;
+  last_positions_.clear();
+  last_tokens_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    const float* row = logits + size_t(i) * n_vocab;
+    int32_t best = 0;
+    for (int32_t v = 1; v < n_vocab; ++v) {
+      if (row[v] > row[best]) best = v;
+    }
+    const int32_t p = masked_[i];
+    if (tokens_[p] != best) {
+      tokens_[p] = best;
+      last_positions_.push_back(p);
+      last_tokens_.push_back(best);
+      ++stats_.repair_changes;
+    }
+  }
+  masked_.clear();
 }
 
 }  // namespace spillway::engine::diffusion

@@ -37,6 +37,11 @@ struct CanvasStats {
   int64_t rows_sampled = 0;     // logits rows read (masked rows of the current block)
   int32_t committed = 0;        // positions committed
   int32_t forced_top1 = 0;      // turbo: steps where no row passed the threshold (top-1 committed)
+  int32_t eos_tail_dropped = 0; // eos_tail_drop: masked positions filled with the end token unsampled
+  int32_t repair_forwards = 0;  // repair: 1 once the repair forward ran (included in forwards)
+  int32_t repair_changes = 0;   // repair: generated positions whose token the repair changed
+  int32_t blocks_finished = 0;  // blocks that ran >= 1 forward and then ended
+  int32_t block_forwards = 0;   // forwards of those blocks (/ blocks_finished: steps per block)
 };
 
 class Canvas {
@@ -68,6 +73,13 @@ class Canvas {
   std::span<const int32_t> forward_positions() const;
   // Rows the pending step forwards: forward_positions().size(), else forward_range()'s length.
   int32_t forward_count() const;
+  // The end-of-generation ids EOS tail-drop looks for (DiffusionParams::eos_tail_drop);
+  // none (the default) = no tail-drop. Call before the first commit().
+  void set_end_tokens(std::span<const int32_t> ids);
+  // eos_tail_drop: the first position holding a committed end token, -1 while none.
+  int32_t eos_position() const { return eos_pos_; }
+  // repair: the pending step is the repair forward (rows = every generated position).
+  bool repairing() const { return repairing_; }
   // The canvas's K/V are gone (new KV blocks after preemption): the next step forwards all.
   void invalidate_cache() { refresh_ = true; }
   bool needs_refresh() const { return refresh_; }
@@ -83,7 +95,8 @@ class Canvas {
   int32_t mask_token() const { return mask_token_; }
   bool is_masked(int32_t p) const { return tokens_[p] == mask_token_; }
   // Committed positions [n_prompt, committed_prefix_end()) form a contiguous run from the
-  // prompt: the text that can be streamed and never changes.
+  // prompt: the text that can be streamed and never changes. With DiffusionParams::repair
+  // nothing is final before the repair forward ran: n_prompt until then.
   int32_t committed_prefix_end() const;
   // Repeat guard (DiffusionParams::repeat_guard): the canvas position (exclusive) where the
   // committed left-contiguous text reached repeat_guard equal tokens in a row, -1 until then.
@@ -101,6 +114,13 @@ class Canvas {
   void collect_masked();
   int32_t commit_count() const;
   void threshold_commit();  // turbo (DiffusionParams::threshold)
+  int32_t left_committed_end() const;  // committed_prefix_end() without the repair hold
+  bool any_mask() const;
+  bool is_end(int32_t token) const;
+  void end_block();            // block accounting before moving past the current block
+  bool finish_or_repair();     // all blocks done: set up the repair step (true) or done_
+  void drop_tail();            // eos_tail_drop after a commit
+  void repair_commit(const float* logits, int32_t n_vocab);
 
   DiffusionParams params_;
   std::vector<int32_t> tokens_;
@@ -127,6 +147,10 @@ class Canvas {
   int32_t repeat_stop_ = -1;
   int32_t scanned_ = 0;         // repeat guard: positions of the committed prefix scanned
   int32_t run_token_ = -1, run_length_ = 0;
+  std::vector<int32_t> end_tokens_;  // sorted
+  int32_t eos_pos_ = -1;
+  bool repairing_ = false, repaired_ = false;
+  int32_t block_forwards_ = 0;  // forwards of the current block
 };
 
 }  // namespace spillway::engine::diffusion

@@ -85,6 +85,26 @@ struct DiffusionParams {
   // Repeat guard (turbo): > 0 ends the canvas's output where one token has been committed
   // this many times in a row in the committed left-contiguous text (the seed's 16).
   int32_t repeat_guard = 0;
+
+  // EOS tail-drop (turbo, opt-in; Canvas::set_end_tokens names the end ids): once a step
+  // commits an end-of-generation token at position e, every still-masked position after e
+  // becomes that token (padding: never sampled, never streamed, counted in
+  // CanvasStats::eos_tail_dropped) and blocks after e run no step; the canvas ends when no
+  // mask is left before its first committed end token. false = the reference.
+  bool eos_tail_drop = false;
+
+  // Exact hierarchical top-K (vocab_top_k.h): the candidate and confidence of a row come
+  // from per-chunk maxima and a refine inside the best chunks instead of sorting the whole
+  // vocabulary. Same tokens and probabilities as the plain path (bit for bit for greedy
+  // confidence / random / origin; margin and top_k within float rounding). Rows it cannot
+  // serve exactly (entropy, or top_p < 1 / temperature > 0 without top_k) take the plain path.
+  bool exact_top_k = false;
+
+  // Repair pass (turbo, opt-in): after the canvas drains, one more forward of the whole
+  // canvas re-picks the argmax of every generated position (up to the first end token
+  // with eos_tail_drop); CanvasStats::repair_changes counts the positions it changed. No
+  // text is final (committed_prefix_end() stays at the prompt) until it ran.
+  bool repair = false;
 };
 
 // Checks the values alone and against the canvas: canvas_length (prompt included) >

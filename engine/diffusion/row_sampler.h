@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/diffusion/params.h"
+#include "engine/diffusion/vocab_top_k.h"
 
 namespace spillway::engine::diffusion {
 
@@ -40,11 +41,21 @@ class RowSampler {
 
  private:
   void build_distribution(const float* logits, int32_t n_vocab);
+  // DiffusionParams::exact_top_k: builds cand_ from VocabTopK when the row's result needs
+  // only the best few candidates (see params.h); false = the plain path must run.
+  bool build_hierarchical(const float* logits, int32_t n_vocab);
+  // The full-vocabulary softmax of the chosen token for threshold commits.
+  float full_softmax_p(const float* logits, int32_t n_vocab, int32_t token);
   int32_t pick(std::mt19937& rng) const;
 
   DiffusionParams params_;
   // The candidate distribution after build_distribution: (p, id), best first.
   std::vector<std::pair<float, int32_t>> cand_;
+  VocabTopK top_k_;
+  // exact_top_k, greedy full-vocabulary rows: the normalizer and max of the row just built.
+  bool have_sum_ = false;
+  double sum_ = 0.0;
+  float max_ = 0.0f;
 };
 
 // libstdc++'s std::uniform_real_distribution<float>(0, 1)(rng) for std::mt19937, written

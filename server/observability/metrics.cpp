@@ -55,6 +55,8 @@ void advance_histogram(Histogram& h, const H& now, const H& before) {
   const H d = now.since(before);
   h.ObserveMultiple(std::vector<double>(d.counts.begin(), d.counts.end()), d.sum);
 }
+const Histogram::BucketBoundaries kDiffusionTokensBuckets = {1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256};
+const Histogram::BucketBoundaries kDiffusionStepsBuckets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256, 512};
 
 
 }  // namespace
@@ -107,6 +109,34 @@ struct ServerMetrics::Impl {
       .Register(*registry);
   int64_t step_plan_builds_counted = 0;                 // render, under mu
   std::map<int32_t, int64_t> step_padded_rows_counted;  // render, under mu
+  Histogram& diffusion_tokens_per_forward = prometheus::BuildHistogram()
+      .Name("spillway_diffusion_tokens_per_forward")
+      .Help("Diffusion canvas positions committed per denoising forward (the repair forward excluded)")
+      .Register(*registry).Add({}, kDiffusionTokensBuckets);
+  Histogram& diffusion_steps_per_block = prometheus::BuildHistogram()
+      .Name("spillway_diffusion_steps_per_block")
+      .Help("Diffusion denoising forwards per finished block")
+      .Register(*registry).Add({}, kDiffusionStepsBuckets);
+  Counter& diffusion_forced = prometheus::BuildCounter()
+      .Name("spillway_diffusion_forced_commits_total")
+      .Help("Turbo diffusion steps where no row passed the threshold and the top-1 was committed")
+      .Register(*registry).Add({});
+  Counter& diffusion_repair_changes = prometheus::BuildCounter()
+      .Name("spillway_diffusion_repair_changes_total")
+      .Help("Diffusion canvas positions the repair pass changed")
+      .Register(*registry).Add({});
+  Counter& diffusion_eos_dropped = prometheus::BuildCounter()
+      .Name("spillway_diffusion_eos_tail_dropped_positions_total")
+      .Help("Diffusion canvas positions after a committed end token filled without sampling (EOS tail-drop)")
+      .Register(*registry).Add({});
+  Counter& diffusion_repeat_trips = prometheus::BuildCounter()
+      .Name("spillway_diffusion_repeat_guard_trips_total")
+      .Help("Diffusion canvases the repeat guard ended")
+      .Register(*registry).Add({});
+  Gauge& diffusion_canvases = prometheus::BuildGauge()
+      .Name("spillway_diffusion_canvases_running")
+      .Help("Diffusion requests whose canvas is in the running set")
+      .Register(*registry).Add({});
   Counter& prefix_queried = prometheus::BuildCounter()
       .Name("spillway_prefix_cache_queried_tokens_total")
       .Help("Prompt tokens looked up in the prefix cache")
@@ -452,6 +482,23 @@ void ServerMetrics::add_diffusion(int64_t forwards, int64_t committed, int64_t r
   impl_->diffusion_committed.Increment(static_cast<double>(committed));
   impl_->diffusion_rows.Increment(static_cast<double>(rows_evaluated));
 }
+void ServerMetrics::observe_diffusion(const scheduler::DiffusionUsage& before, const scheduler::DiffusionUsage& now) {
+  Impl& m = *impl_;
+  m.diffusion_forced.Increment(std::max(0, now.forced_top1 - before.forced_top1));
+  m.diffusion_repair_changes.Increment(std::max(0, now.repair_changes - before.repair_changes));
+  m.diffusion_eos_dropped.Increment(std::max(0, now.eos_tail_dropped - before.eos_tail_dropped));
+  m.diffusion_repeat_trips.Increment(std::max(0, now.repeat_guard_trips - before.repeat_guard_trips));
+  const int32_t forwards = (now.forwards - now.repair_forwards) - (before.forwards - before.repair_forwards);
+  if (forwards > 0) {
+    const double per = double(now.committed - before.committed) / forwards;
+    for (int32_t i = 0; i < forwards; ++i) m.diffusion_tokens_per_forward.Observe(per);
+  }
+  const int32_t blocks = now.blocks_finished - before.blocks_finished;
+  if (blocks > 0) {
+    const double per = double(now.block_forwards - before.block_forwards) / blocks;
+    for (int32_t i = 0; i < blocks; ++i) m.diffusion_steps_per_block.Observe(per);
+  }
+}
 void ServerMetrics::observe_queue_time(double s) { impl_->queue.Observe(s); }
 void ServerMetrics::observe_time_to_first_token(double s) { impl_->ttft.Observe(s); }
 void ServerMetrics::observe_inter_token_latency(double s) { impl_->itl.Observe(s); }
@@ -535,6 +582,7 @@ std::string ServerMetrics::render(const std::optional<runtime::EngineSnapshot>& 
     impl_->kv_cached.Set(s.kv_blocks_cached);
     impl_->kv_free.Set(std::max(0, s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_cached));
     impl_->step_plans.Set(s.live_step_plans);
+    impl_->diffusion_canvases.Set(s.canvases_running);
     impl_->state_used.Set(s.state_slots_used);
     impl_->state_free.Set(s.state_slots_total - s.state_slots_used);
     impl_->state_snapshots.Set(s.state_snapshots);

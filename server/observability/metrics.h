@@ -60,6 +60,11 @@ class ServerMetrics final : public scheduler::MetricsObserver {
   void add_generation_tokens(int64_t n);
   // A diffusion request's progress since its previous update (usage.diffusion deltas).
   void add_diffusion(int64_t forwards, int64_t committed, int64_t rows_evaluated);
+  // The same request's turbo counters and histograms from its usage before and now: tokens
+  // per forward (the repair forward excluded) and forwards per finished block are observed
+  // once per forward / block, as the average over what this update covers (exact when an
+  // update covers one step, as the scheduler delivers them).
+  void observe_diffusion(const scheduler::DiffusionUsage& before, const scheduler::DiffusionUsage& now);
   void observe_queue_time(double seconds);
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);

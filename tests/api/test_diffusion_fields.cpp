@@ -57,6 +57,12 @@ TEST(DiffusionFields, TheObjectAndItsMembers) {
   r = parse({{"diffusion", {{"repeat_guard", 5}}}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->sampling.diffusion.repeat_guard, 5);
+  EXPECT_FALSE(r->sampling.diffusion.eos_tail_drop.has_value());
+  r = parse({{"diffusion", {{"eos_tail_drop", true}, {"repair", false}, {"exact_top_k", true}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->sampling.diffusion.eos_tail_drop, true);
+  EXPECT_EQ(r->sampling.diffusion.repair, false);
+  EXPECT_EQ(r->sampling.diffusion.exact_top_k, true);
 }
 
 TEST(DiffusionFields, AliasesAndTheObjectWins) {
@@ -103,6 +109,9 @@ TEST(DiffusionFields, InvalidFieldsAre400sNamingThem) {
   expect_400(parse({{"diffusion", {{"cache", "compact"}, {"compact_refresh", -1}}}}), "diffusion.compact_refresh");
   expect_400(parse({{"diffusion", 3}}), "diffusion");
   expect_400(parse({{"diffusion", {{"repeat_guard", 1}}}}), "diffusion.repeat_guard");
+  expect_400(parse({{"diffusion", {{"eos_tail_drop", 1}}}}), "diffusion.eos_tail_drop");
+  expect_400(parse({{"diffusion", {{"repair", "yes"}}}}), "diffusion.repair");
+  expect_400(parse({{"diffusion", {{"exact_top_k", json::array()}}}}), "diffusion.exact_top_k");
   expect_400(parse({{"remasking", "sometimes"}}), "remasking");
   expect_400(parse({{"steps", -1}}), "steps");
 }

@@ -171,5 +171,40 @@ TEST(ServerMetrics, StateSnapshotBytesAndCopyTimes) {
   EXPECT_DOUBLE_EQ(sample(text, "spillway_recurrent_state_snapshot_copy_seconds_total{op=\"restore\"}"), 0.5);
 }
 
+TEST(ServerMetrics, DiffusionTurboCountersHistogramsAndCanvasGauge) {
+  ServerMetrics m("m");
+  scheduler::DiffusionUsage a, b, c;
+  b.forwards = 1;  // one step committing 3
+  b.committed = 3;
+  b.forced_top1 = 1;
+  c = b;
+  c.forwards = 5;  // three more denoising forwards (9 committed, 3 each), a block of 3 forwards
+  c.committed = 12;  // ends, the repair forward changes 2, the tail-drop fills 5, the guard trips
+  c.repair_forwards = 1;
+  c.repair_changes = 2;
+  c.eos_tail_dropped = 5;
+  c.repeat_guard_trips = 1;
+  c.blocks_finished = 1;
+  c.block_forwards = 3;
+  m.observe_diffusion(a, b);
+  m.observe_diffusion(b, c);
+  runtime::EngineSnapshot s;
+  s.canvases_running = 2;
+  const std::string text = m.render(s);
+  EXPECT_EQ(sample(text, "spillway_diffusion_forced_commits_total"), 1);
+  EXPECT_EQ(sample(text, "spillway_diffusion_repair_changes_total"), 2);
+  EXPECT_EQ(sample(text, "spillway_diffusion_eos_tail_dropped_positions_total"), 5);
+  EXPECT_EQ(sample(text, "spillway_diffusion_repeat_guard_trips_total"), 1);
+  EXPECT_EQ(sample(text, "spillway_diffusion_canvases_running"), 2);
+  // 1 + 3 denoising forwards (the repair excluded), each 3 tokens; one block of 3 forwards.
+  EXPECT_EQ(sample(text, "spillway_diffusion_tokens_per_forward_count"), 4);
+  EXPECT_EQ(sample(text, "spillway_diffusion_tokens_per_forward_sum"), 12);
+  EXPECT_EQ(sample(text, "spillway_diffusion_tokens_per_forward_bucket{le=\"2\"}"), 0);
+  EXPECT_EQ(sample(text, "spillway_diffusion_tokens_per_forward_bucket{le=\"3\"}"), 4);
+  EXPECT_EQ(sample(text, "spillway_diffusion_steps_per_block_count"), 1);
+  EXPECT_EQ(sample(text, "spillway_diffusion_steps_per_block_bucket{le=\"3\"}"), 1);
+  EXPECT_NE(text.find("# TYPE spillway_diffusion_tokens_per_forward histogram"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace spillway::server
