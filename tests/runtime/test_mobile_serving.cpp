@@ -31,12 +31,15 @@
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
+#include "update_collector.h"
 #include "tools/mobile_decode.h"
 
 namespace spillway::scheduler {
 namespace {
 
 using namespace runtime;  // the engine loop and runner under test
+using testing::submit_and_wait;
+using testing::UpdateCollector;
 
 const std::string kEvalModel = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
 const std::string kHybridModel = std::string(SPILLWAY_TESTDATA) + "/models/qwen35moe-tiny-peaked-q8_0.gguf";
@@ -54,46 +57,6 @@ std::ostream& operator<<(std::ostream& os, const Generated& g) {
   for (int32_t t : g.tokens) os << t << ' ';
   return os;
 }
-
-class Collector {
- public:
-  UpdateSink sink() {
-    return [this](RequestUpdate&& u) {
-      std::lock_guard lock(mu_);
-      Generated& g = out_[u.id];
-      for (const ChoiceUpdate& c : u.choices) {
-        for (const GeneratedToken& t : c.tokens) {
-          g.tokens.push_back(t.id);
-          g.logprobs.push_back(t.logprob);
-        }
-      }
-      if (u.error) errors_.push_back(*u.error);
-      if (u.finished) {
-        ++finished_;
-        cv_.notify_all();
-      }
-    };
-  }
-  void wait_finished(int n) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return finished_ >= n; });
-  }
-  Generated get(RequestId id) {
-    std::lock_guard lock(mu_);
-    return out_[id];
-  }
-  std::vector<std::string> errors() {
-    std::lock_guard lock(mu_);
-    return errors_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<RequestId, Generated> out_;
-  std::vector<std::string> errors_;
-  int finished_ = 0;
-};
 
 GenerationParams request(const std::vector<int32_t>& prompt, int32_t max_tokens, bool seeded, uint64_t seed = 7) {
   GenerationParams p;
@@ -190,21 +153,14 @@ class MobileServing : public ::testing::Test {
     options.weights = weights;
     EngineLoop loop(make_engine_runner(*model_, pool, c, options), *tokenizer_, c);
     loop.start();
-    Collector collector;
-    std::vector<RequestId> ids;
-    for (const GenerationParams& p : requests) {
-      const auto r = loop.submit(p, collector.sink());
-      EXPECT_TRUE(std::holds_alternative<RequestId>(r));
-      if (!std::holds_alternative<RequestId>(r)) return {};
-      ids.push_back(std::get<RequestId>(r));
-      if (one_at_a_time) collector.wait_finished(static_cast<int>(ids.size()));
-    }
-    collector.wait_finished(static_cast<int>(ids.size()));
+    UpdateCollector collector;
+    const std::vector<RequestId> ids = submit_and_wait(loop, collector, requests, one_at_a_time);
+    if (ids.size() != requests.size()) return {};
     loop.stop();
     if (stats) *stats = loop.snapshot().mobile_stats;
     EXPECT_TRUE(collector.errors().empty()) << collector.errors().front();
     std::vector<Generated> out;
-    for (RequestId id : ids) out.push_back(collector.get(id));
+    for (RequestId id : ids) out.push_back(Generated{collector.tokens(id), collector.logprobs(id)});
     return out;
   }
 

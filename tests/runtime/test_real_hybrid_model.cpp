@@ -19,11 +19,14 @@
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
+#include "update_collector.h"
 
 namespace spillway::scheduler {
 namespace {
 
 using namespace runtime;  // the engine loop and runner under test
+using testing::submit_and_wait;
+using testing::UpdateCollector;
 
 const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/qwen35-tiny-peaked-f16.gguf";
 const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden-wave2/qwen35-tiny-peaked-f16.jsonl";
@@ -51,55 +54,6 @@ std::vector<Golden> read_golden() {
   return out;
 }
 
-class Collector {
- public:
-  UpdateSink sink() {
-    return [this](RequestUpdate&& u) {
-      std::lock_guard lock(mu_);
-      auto& tokens = tokens_[u.id];
-      for (const ChoiceUpdate& c : u.choices) {
-        for (const GeneratedToken& t : c.tokens) tokens.push_back(t.id);
-        for (const GeneratedToken& t : c.tokens) by_choice_[{u.id, c.index}].push_back(t.id);
-        if (c.finish) finish_[u.id] = *c.finish;
-      }
-      if (u.error) errors_.push_back(*u.error);
-      if (u.finished) {
-        ++finished_;
-        cv_.notify_all();
-      }
-    };
-  }
-  void wait_finished(int n) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return finished_ >= n; });
-  }
-  std::vector<int32_t> tokens(RequestId id) {
-    std::lock_guard lock(mu_);
-    return tokens_[id];
-  }
-  std::vector<int32_t> choice_tokens(RequestId id, int32_t index) {
-    std::lock_guard lock(mu_);
-    return by_choice_[{id, index}];
-  }
-  FinishReason finish(RequestId id) {
-    std::lock_guard lock(mu_);
-    return finish_.at(id);
-  }
-  std::vector<std::string> errors() {
-    std::lock_guard lock(mu_);
-    return errors_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<RequestId, std::vector<int32_t>> tokens_;
-  std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>> by_choice_;
-  std::map<RequestId, FinishReason> finish_;
-  std::vector<std::string> errors_;
-  int finished_ = 0;
-};
-
 GenerationParams greedy(const std::vector<int32_t>& prompt, int32_t max_tokens) {
   GenerationParams p;
   p.prompt = prompt;
@@ -126,16 +80,9 @@ class RealHybridModel : public ::testing::Test {
     kernels::ThreadPool pool(2);
     EngineLoop loop(make_engine_runner(*model_, pool, config), *tokenizer_, config);
     loop.start();
-    Collector collector;
-    std::vector<RequestId> ids;
-    for (const GenerationParams& p : requests) {
-      const auto r = loop.submit(p, collector.sink());
-      EXPECT_TRUE(std::holds_alternative<RequestId>(r));
-      if (!std::holds_alternative<RequestId>(r)) return {};
-      ids.push_back(std::get<RequestId>(r));
-      if (one_at_a_time) collector.wait_finished(static_cast<int>(ids.size()));
-    }
-    collector.wait_finished(static_cast<int>(ids.size()));
+    UpdateCollector collector;
+    const std::vector<RequestId> ids = submit_and_wait(loop, collector, requests, one_at_a_time);
+    if (ids.size() != requests.size()) return {};
     loop.stop();
     if (snapshot) *snapshot = loop.snapshot();
     EXPECT_TRUE(collector.errors().empty()) << collector.errors().front();
@@ -261,7 +208,7 @@ TEST_F(RealHybridModel, ForkedChoicesFromTheStateSnapshotEqualRecomputedOnes) {
     kernels::ThreadPool pool(2);
     EngineLoop loop(make_engine_runner(*model_, pool, c), *tokenizer_, c);
     loop.start();
-    Collector collector;
+    UpdateCollector collector;
     const auto r = loop.submit(p, collector.sink());
     EXPECT_TRUE(std::holds_alternative<RequestId>(r));
     if (!std::holds_alternative<RequestId>(r)) return std::vector<std::vector<int32_t>>{};
