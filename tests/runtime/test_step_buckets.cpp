@@ -61,7 +61,9 @@ void expect_padding_changes_nothing(const char* model_name, const engine::Forwar
     if (rows < n) continue;
     engine::KvCache kv(cfg, 16, 12, kv_cache_type(cfg));
     engine::ForwardPass forward(**m, kv, pool, 256, 128);
-    if (prime) ASSERT_TRUE(forward.execute(*prime).ok());
+    if (prime) {
+      ASSERT_TRUE(forward.execute(*prime).ok());
+    }
     engine::ForwardBatch padded;
     pad_forward_batch(batch, rows, padded);
     ASSERT_EQ(padded.tokens.size(), size_t(rows));
@@ -74,7 +76,9 @@ void expect_padding_changes_nothing(const char* model_name, const engine::Forwar
       ASSERT_EQ(rows, plans.padded(n));  // the first: the step's own bucket (maybe unpadded)
       engine::KvCache kv0(cfg, 16, 12, kv_cache_type(cfg));
       engine::ForwardPass f0(**m, kv0, pool, 256, 128);
-      if (prime) ASSERT_TRUE(f0.execute(*prime).ok());
+      if (prime) {
+        ASSERT_TRUE(f0.execute(*prime).ok());
+      }
       auto unpadded = f0.execute(batch);
       ASSERT_TRUE(unpadded.ok());
       reference.assign(unpadded->begin(), unpadded->end());

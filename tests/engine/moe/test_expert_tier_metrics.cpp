@@ -109,7 +109,9 @@ TEST_F(ExpertTierMetricsTest, CountersAndHistogramsAgreeWithTheRouting) {
     EXPECT_NEAR(s.read_time.sum, s.read_seconds, 1e-9 + 1e-9 * s.read_seconds) << slots;
     EXPECT_EQ(s.evictions, s.misses - static_cast<uint64_t>(s.resident_experts)) << slots;
     EXPECT_EQ(s.slot_bytes, sizes_.slot_bytes);
-    if (slots == n_experts_total) EXPECT_EQ(s.evictions, 0u);
+    if (slots == n_experts_total) {
+      EXPECT_EQ(s.evictions, 0u);
+    }
   }
 }
 
@@ -132,7 +134,9 @@ TEST_F(ExpertTierMetricsTest, TheDecodeReportReadsWhatTheMissesCost) {
   EXPECT_NEAR(d.bytes_read_per_token, d.miss_bytes_bound_per_token, 1e-9 * d.requested_bytes_per_token);
   EXPECT_DOUBLE_EQ(d.stall_fraction, (now.stall_seconds - before.stall_seconds) / 2.0);
   EXPECT_DOUBLE_EQ(d.experts_per_layer_step, static_cast<double>(decode_requests) / (12 * 4));
-  if (misses > 0) EXPECT_DOUBLE_EQ(d.disk_bound_tokens_per_second, 1e9 / d.bytes_read_per_token);
+  if (misses > 0) {
+    EXPECT_DOUBLE_EQ(d.disk_bound_tokens_per_second, 1e9 / d.bytes_read_per_token);
+  }
 
   // Two spans summed equal the span they make up.
   ExpertCacheStats sum;

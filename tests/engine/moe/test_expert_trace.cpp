@@ -74,7 +74,9 @@ TEST(ExpertTraceReplay, PredictsTheExpertCacheHitsExactly) {
     const ReplayResult replay = replay_expert_trace(*trace, policy, slots);
     EXPECT_EQ(replay.hits, real.hits) << slots;
     EXPECT_EQ(replay.misses, real.misses) << slots;
-    if (slots >= 20) EXPECT_GT(real.hits, 0u);  // 6 slots < one step of 4 layers x top-4: LRU thrashes
+    if (slots >= 20) {
+      EXPECT_GT(real.hits, 0u);  // 6 slots < one step of 4 layers x top-4: LRU thrashes
+    }
   }
 }
 
