@@ -7,7 +7,9 @@
 // offset removed through the activation block sums). Every kernel keeps the per-output
 // order of its contract in kernel_table.h, so results equal the scalar reference bit for bit.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
