@@ -31,6 +31,8 @@ constexpr ModelTypeDefaults kModelTypes[] = {
     {"qwen3_next", 32768, 1e-6, 10000.0},
     {"qwen3_5_text", 32768, 1e-6, 10000.0},
     {"qwen3_5", 32768, 1e-6, 10000.0},  // the image-text wrapper: its text_config is read
+    {"qwen3_5_moe_text", 32768, 1e-6, 10000.0},
+    {"qwen3_5_moe", 32768, 1e-6, 10000.0},  // the image-text wrapper, as qwen3_5
 };
 
 // The engine's architecture name of a model_type, where they differ.
@@ -38,10 +40,16 @@ std::string architecture_of(std::string_view model_type) {
   if (model_type == "qwen3_moe") return "qwen3moe";
   if (model_type == "qwen3_next") return "qwen3next";
   if (model_type == "qwen3_5_text" || model_type == "qwen3_5") return "qwen35";
+  if (model_type == "qwen3_5_moe_text" || model_type == "qwen3_5_moe") return "qwen35moe";
   return std::string(model_type);
 }
 
-bool is_hybrid(std::string_view arch) { return arch == "qwen3next" || arch == "qwen35"; }
+bool is_hybrid(std::string_view arch) { return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe"; }
+
+// The image-text wrappers keep the language model's keys in text_config.
+bool is_image_text_wrapper(const nlohmann::json& model_type) {
+  return model_type == "qwen3_5" || model_type == "qwen3_5_moe";
+}
 
 
 
@@ -276,7 +284,8 @@ static Status import_hybrid_config(const std::string& path, const ConfigReader& 
     meta.set(p + "full_attention_interval", interval);
   }
 
-  // partial_rotary_factor: top level (qwen3_next) or inside rope_parameters (qwen3_5).
+  // partial_rotary_factor: top level (qwen3_next) or inside rope_parameters (qwen3_5), which
+  // wins when both are there (transformers 5 writes both; tests/data/hf_refs).
   double factor = 0.25;
   for (const json* where : {&r.object(), rope_parameters}) {
     if (!where || !where->is_object() || !where->contains("partial_rotary_factor")) continue;
@@ -292,7 +301,9 @@ static Status import_hybrid_config(const std::string& path, const ConfigReader& 
   }
   meta.set(p + "rope.dimension_count", static_cast<int64_t>(rot));
 
-  if (arch == "qwen3next") {
+  // Qwen3-Next and Qwen3.5-MoE: every layer MoE with a sigmoid-gated shared expert; Qwen3.5-MoE
+  // configs have no norm_topk_prob (its router always renormalises the top k).
+  if (arch == "qwen3next" || arch == "qwen35moe") {
     SPILLWAY_TRY(import_moe_config(path, r, arch, meta, /*default_norm_topk=*/true));
     auto shared = r.positive_int("shared_expert_intermediate_size");
     if (!shared) return shared.error();
@@ -304,12 +315,12 @@ static Status import_hybrid_config(const std::string& path, const ConfigReader& 
 Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   auto file = read_json_object(path);
   if (!file) return file.error();
-  // qwen3_5 (image-text) keeps the language model's keys in text_config.
+  // qwen3_5 / qwen3_5_moe (image-text) keep the language model's keys in text_config.
   const json* config = &*file;
-  if (auto it = file->find("model_type"); it != file->end() && *it == "qwen3_5") {
+  if (auto it = file->find("model_type"); it != file->end() && is_image_text_wrapper(*it)) {
     auto text = file->find("text_config");
     if (text == file->end() || !text->is_object()) {
-      return Error{fmt::format("{}: model_type 'qwen3_5' needs a 'text_config' object", path)};
+      return Error{fmt::format("{}: model_type '{}' needs a 'text_config' object", path, it->get<std::string>())};
     }
     config = &*text;
   }
@@ -355,7 +366,9 @@ Result<HfConfig> import_hf_config(const std::string& path, Metadata& meta) {
   if (!hidden) return hidden.error();
   auto layers = r.required_positive_int("num_hidden_layers");
   if (!layers) return layers.error();
-  auto ff = r.required_positive_int("intermediate_size");
+  // Qwen3.5-MoE has no dense FFN and no intermediate_size: its experts' size stands in.
+  auto ff = r.required_positive_int(arch == "qwen35moe" && !r.find("intermediate_size") ? "moe_intermediate_size"
+                                                                                          : "intermediate_size");
   if (!ff) return ff.error();
   auto heads = r.required_positive_int("num_attention_heads");
   if (!heads) return heads.error();

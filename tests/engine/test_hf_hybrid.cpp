@@ -1,5 +1,5 @@
-// Hugging Face folders of hybrid models (qwen3_5_text, qwen3_5, qwen3_next) against GGUF
-// files of the same weights. The test writes each HF folder itself from a GGUF, undoing what
+// Hugging Face folders of hybrid models (qwen3_5_text, qwen3_5, qwen3_5_moe, qwen3_next) against
+// GGUF files of the same weights and against folders and logits made by transformers. The test writes each HF folder itself from a GGUF, undoing what
 // llama.cpp's converter does (conversion/qwen.py): RMSNorm weights stored zero-centred (GGUF
 // w + 1; ssm_norm excepted), A_log = log(-ssm_a), conv1d [C, 1, K], for qwen35 the value
 // heads back in HF's grouped order (the converter tiles them: GGUF head j*nk + g is HF head
@@ -430,6 +430,44 @@ TEST(HfHybrid, Qwen35PythonExportMatchesPyTorch) {
     EXPECT_EQ((*a)->encode(text, false, true), ids) << text;
   }
 }
+
+// Folders written by transformers itself (tools/hf_refs/make_refs.py: random weights,
+// save_pretrained, and the logits transformers computes in float32; tests/data/hf_refs/README.md):
+// the tensor names, shapes and config keys are the library's, not this file's idea of them.
+// Every position's logits must match and pick the same token.
+void expect_transformers_reference(const std::string& name, const std::string& want_arch) {
+  const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/tests/data/hf_refs/" + name;
+  std::ifstream in(dir + "/reference.json");
+  ASSERT_TRUE(in.good()) << dir;
+  const json ref = json::parse(in);
+  auto model = Model::open(dir);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_EQ((*model)->config().architecture, want_arch) << name;
+  const int32_t n_vocab = (*model)->config().n_vocab;
+  for (const auto& c : ref["cases"]) {
+    const auto tokens = c["tokens"].get<std::vector<int32_t>>();
+    std::vector<float> want;
+    for (const auto& row : c["logits"]) {
+      for (double v : row) want.push_back(static_cast<float>(v));
+    }
+    const auto got = all_logits(**model, tokens);
+    expect_close(want, got, 1e-4, name + " vs transformers");
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t pos = 0; pos < tokens.size(); ++pos) {
+      const auto row = [&](const std::vector<float>& v) { return v.begin() + pos * n_vocab; };
+      EXPECT_EQ(std::max_element(row(got), row(got) + n_vocab) - row(got),
+                std::max_element(row(want), row(want) + n_vocab) - row(want))
+          << name << " position " << pos;
+    }
+  }
+}
+
+TEST(HfTransformersReference, Qwen35Text) { expect_transformers_reference("qwen3_5_text", "qwen35"); }
+TEST(HfTransformersReference, Qwen35MoeText) { expect_transformers_reference("qwen3_5_moe_text", "qwen35moe"); }
+TEST(HfTransformersReference, Qwen35MoeImageTextWrapper) {
+  expect_transformers_reference("qwen3_5_moe", "qwen35moe");
+}
+TEST(HfTransformersReference, Qwen3Next) { expect_transformers_reference("qwen3_next", "qwen3next"); }
 
 // The golden qwen3next model's weights as F32 (its file is Q8_0): a GGUF and an HF folder
 // of the same values must agree.

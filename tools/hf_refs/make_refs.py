@@ -5,7 +5,7 @@ Spillway reads Qwen3.5 / Qwen3.5-MoE / Qwen3-Next folders (config.json + safeten
 own loader; these folders are the independent reference for it: written by transformers'
 `save_pretrained` (so the tensor names, shapes and config keys are the library's own) and
 with the logits transformers computes for fixed token ids (float32, CPU).
-tests/engine/test_hf_transformers_refs.cpp loads each folder in Spillway and compares.
+tests/engine/test_hf_hybrid.cpp (HfTransformersReference) loads each folder in Spillway and compares.
 
 Needs transformers >= 5 with the qwen3_5 / qwen3_5_moe / qwen3_next models (not a Debian
 package: this was run once on a machine that had it; the output is committed under
@@ -13,8 +13,8 @@ tests/data/hf_refs/). Usage: make_refs.py --out DIR [--seed N]
 
 Every parameter is re-drawn so that nothing keeps its initial value (zero norm offsets, unit
 dt_bias, ...): a loader that forgets the +1 of a norm or the sign of A_log gives other logits.
-The vocabulary is the 50 characters of models/eval/qwen35/hf/tokenizer.json (copied in by the
-test data's README step, not by this script).
+The vocabulary size is that of models/eval/qwen35/hf/tokenizer.json (50 characters), which
+tests/data/hf_refs/README.md copies beside each folder (this script writes no tokenizer).
 """
 import argparse
 import json
