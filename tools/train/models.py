@@ -134,8 +134,58 @@ class Attention(nn.Module):
         return self.o(a.reshape(B, T, -1))
 
 
+def delta_rule_sequential(q, k, v, g, beta):
+    """The gated delta rule token by token, from a zero state: per head, S <- exp(g_t) S;
+    d = beta_t (v_t - S^T k_t); S <- S + k_t d^T; o_t = S^T q_t. q, k, v: [B, T, H, d];
+    g, beta: [B, T, H]. Returns o [B, T, H, dv] (unscaled)."""
+    B, T, H, dk = k.shape
+    S = torch.zeros(B, H, dk, v.shape[-1], device=k.device, dtype=k.dtype)
+    decay = torch.exp(g)
+    outs = []
+    for t in range(T):
+        S = decay[:, t, :, None, None] * S
+        kt, qt = k[:, t], q[:, t]
+        mem = torch.einsum("bhkv,bhk->bhv", S, kt)
+        dlt = beta[:, t, :, None] * (v[:, t] - mem)
+        S = S + kt[..., :, None] * dlt[..., None, :]
+        outs.append(torch.einsum("bhkv,bhk->bhv", S, qt))
+    return torch.stack(outs, 1)
+
+
+def delta_rule_chunked(q, k, v, g, beta, chunk=64):
+    """The same recurrence in chunks of `chunk` tokens with a handful of matmuls each (the
+    WY form of the gated delta net papers): with G_t the cumulative log-decay inside a chunk
+    and S0 the state entering it, the writes d solve the unit lower-triangular system
+    d_s + sum_{r<s} beta_s e^{G_s-G_r} (k_s.k_r) d_r = beta_s (v_s - e^{G_s} S0^T k_s), and
+    o_t = e^{G_t} S0^T q_t + sum_{r<=t} e^{G_t-G_r} (q_t.k_r) d_r. Equal to
+    delta_rule_sequential up to rounding (tools/train/models.py --self-test)."""
+    B, T, H, dk = k.shape
+    dv = v.shape[-1]
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))           # [B, H, T, d]
+    g, beta = g.transpose(1, 2), beta.transpose(1, 2)           # [B, H, T]
+    S = torch.zeros(B, H, dk, dv, device=k.device, dtype=k.dtype)
+    outs = []
+    for c0 in range(0, T, chunk):
+        qc, kc, vc = q[:, :, c0:c0 + chunk], k[:, :, c0:c0 + chunk], v[:, :, c0:c0 + chunk]
+        G = torch.cumsum(g[:, :, c0:c0 + chunk], dim=-1)         # [B, H, C]
+        bc = beta[:, :, c0:c0 + chunk]
+        C = G.shape[-1]
+        diff = G[..., :, None] - G[..., None, :]                 # G_t - G_r
+        lower = torch.ones(C, C, dtype=torch.bool, device=k.device).tril()
+        decay = torch.exp(diff.masked_fill(~lower, float("-inf")))  # e^{G_t-G_r}, r <= t
+        eye = torch.eye(C, dtype=k.dtype, device=k.device)
+        A = (bc[..., :, None] * decay * (kc @ kc.transpose(-1, -2))).tril(-1) + eye
+        rhs = bc[..., None] * (vc - torch.exp(G)[..., None] * (kc @ S))
+        d = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)
+        o = torch.exp(G)[..., None] * (qc @ S) + (decay * (qc @ kc.transpose(-1, -2))) @ d
+        outs.append(o)
+        GC = G[..., -1:]                                         # [B, H, 1]
+        S = torch.exp(GC)[..., None] * S + (torch.exp(GC - G)[..., None] * kc).transpose(-1, -2) @ d
+    return torch.cat(outs, 2).transpose(1, 2)
+
+
 class GatedDeltaNet(nn.Module):
-    """The sequential recurrence (decay, read, write, output from the updated state)."""
+    """Decay, read, write, output from the updated state (delta_rule_* above)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -152,6 +202,10 @@ class GatedDeltaNet(nn.Module):
         self.A_log = nn.Parameter(torch.log(torch.empty(self.Hv).uniform_(1, 16)))
         self.norm = nn.Parameter(torch.ones(self.dv))
         self.out = _linear(self.Hv * self.dv, d)
+
+    # The token-by-token recurrence (the engine's order of operations: evaluation, parity
+    # files) or the chunked form (training: tools/train/train.py --delta-rule).
+    sequential = True
 
     def ssm_a(self):
         return -torch.exp(self.A_log)
@@ -173,18 +227,8 @@ class GatedDeltaNet(nn.Module):
         k = k / k.norm(dim=-1, keepdim=True).clamp(min=self.eps)
         idx = torch.arange(self.Hv, device=x.device) % self.Hk    # tiled V->K map (qwen35)
         q, k = q[:, :, idx], k[:, :, idx]
-        S = torch.zeros(B, self.Hv, self.dk, self.dv, device=x.device, dtype=x.dtype)
-        decay = torch.exp(g)
-        outs = []
-        scale = 1.0 / math.sqrt(self.dk)
-        for t in range(T):
-            S = decay[:, t, :, None, None] * S
-            kt, qt = k[:, t], q[:, t]
-            mem = torch.einsum("bhkv,bhk->bhv", S, kt)
-            dlt = beta[:, t, :, None] * (v[:, t] - mem)
-            S = S + kt[..., :, None] * dlt[..., None, :]
-            outs.append(torch.einsum("bhkv,bhk->bhv", S, qt) * scale)
-        o = torch.stack(outs, 1)                                   # [B,T,Hv,dv]
+        recurrence = delta_rule_sequential if self.sequential else delta_rule_chunked
+        o = recurrence(q, k, v, g, beta) / math.sqrt(self.dk)          # [B,T,Hv,dv]
         o = rms_norm(o, self.norm, self.eps) * F.silu(z)
         return self.out(o.reshape(B, T, -1))
 
@@ -272,3 +316,30 @@ CONFIGS = {
                          head_dim=32, n_ff=512, rms_eps=1e-5, rope_base=10000.0),
 }
 ARCHS = sorted({a for a, _ in CONFIGS})
+
+
+def _self_test():
+    """The chunked delta rule against the sequential one, values and gradients (float64)."""
+    torch.manual_seed(0)
+    B, T, H, d = 3, 70, 4, 16
+    q, k, v = (torch.randn(B, T, H, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    g = (-F.softplus(torch.randn(B, T, H, dtype=torch.float64))).requires_grad_()
+    beta = torch.sigmoid(torch.randn(B, T, H, dtype=torch.float64)).requires_grad_()
+    worst = 0.0
+    for chunk in (1, 7, 32, 64, 128):
+        kn = k / k.norm(dim=-1, keepdim=True)
+        qn = q / q.norm(dim=-1, keepdim=True)
+        a = delta_rule_sequential(qn, kn, v, g, beta)
+        b = delta_rule_chunked(qn, kn, v, g, beta, chunk=chunk)
+        ga = torch.autograd.grad(a.square().sum(), (q, k, v, g, beta), retain_graph=True)
+        gb = torch.autograd.grad(b.square().sum(), (q, k, v, g, beta))
+        err = max([(a - b).abs().max().item()] + [(x - y).abs().max().item() for x, y in zip(ga, gb)])
+        worst = max(worst, err)
+        assert err < 1e-9, f"chunk {chunk}: max difference {err}"
+    print(f"delta_rule_chunked == delta_rule_sequential (values and gradients, chunks 1..128): max |diff| {worst:.2e}")
+
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1:] == ["--self-test"]:
+        _self_test()

@@ -135,10 +135,14 @@ def main():
     ap.add_argument("--eval-n", type=int, default=500)
     ap.add_argument("--time-steps", type=int, default=0)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop early (0: no limit)")
+    ap.add_argument("--delta-rule", default="chunked", choices=["chunked", "sequential"],
+                    help="qwen35 training steps: the Gated DeltaNet recurrence in chunks (matmuls) or "
+                         "token by token; evaluation and export always run it token by token")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    models.GatedDeltaNet.sequential = args.delta_rule == "sequential"
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -187,6 +191,7 @@ def main():
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(p.half().float())
+    models.GatedDeltaNet.sequential = True  # evaluate and export in the engine's order of operations
     ev = {"reference": evaluate(model, args.arch, args.eval_n, device)}
     if args.arch == "qwen3moe":
         ev["top2"] = evaluate(model, args.arch, args.eval_n, device, n_used=2)
