@@ -45,8 +45,13 @@ _cgroup_cleanup() {
     for pid in $(cat "$dir/cgroup.procs"); do kill -9 "$pid" 2>/dev/null || true; done
     for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/cgroup.procs" ] || break; sleep 0.2; done
   done
+  # rmdir fails (EBUSY) while a killed task is still exiting: retry for up to 2 s.
   for dir in "${_cgroup_dirs[@]}"; do
-    [ -d "$dir" ] && rmdir "$dir" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      [ -d "$dir" ] || break
+      rmdir "$dir" 2>/dev/null && break
+      sleep 0.2
+    done
   done
   rm -f "${_cgroup_files[@]}"
 }
