@@ -7,24 +7,15 @@
 
 #include "api/requests/chat_request.h"
 #include "api/requests/completion_request.h"
+#include "request_fixture.h"
 
 namespace spillway::api {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-ApiResult<CompletionRequest> parse(const json& extra) {
-  json body = {{"model", "m"}, {"prompt", "p"}};
-  for (auto& [k, v] : extra.items()) body[k] = v;
-  return parse_completion_request(body.dump());
-}
-
-void expect_400(const ApiResult<CompletionRequest>& r, const std::string& param) {
-  ASSERT_FALSE(r.ok()) << "expected an error for " << param;
-  EXPECT_EQ(r.error().status, 400);
-  ASSERT_TRUE(r.error().param.has_value()) << r.error().message;
-  EXPECT_EQ(*r.error().param, param) << r.error().message;
-}
+using testing::expect_400;
+using testing::parse;
 
 TEST(DiffusionFields, AbsentMeansNotGiven) {
   auto r = parse(json::object());
@@ -94,26 +85,26 @@ TEST(DiffusionFields, CompactCacheAndRefresh) {
 }
 
 TEST(DiffusionFields, InvalidFieldsAre400sNamingThem) {
-  expect_400(parse({{"diffusion", {{"stepz", 3}}}}), "diffusion.stepz");
-  expect_400(parse({{"diffusion", {{"steps", 0}}}}), "diffusion.steps");
-  expect_400(parse({{"diffusion", {{"steps", "many"}}}}), "diffusion.steps");
-  expect_400(parse({{"diffusion", {{"algorithm", "best"}}}}), "diffusion.algorithm");
-  expect_400(parse({{"diffusion", {{"eps", 1.0}}}}), "diffusion.eps");
-  expect_400(parse({{"diffusion", {{"sampler", "fast"}}}}), "diffusion.sampler");
-  expect_400(parse({{"diffusion", {{"threshold", 1.5}}}}), "diffusion.threshold");
-  expect_400(parse({{"diffusion", {{"threshold", json::array({0.9, 0.8})}}}}), "diffusion.threshold");
-  expect_400(parse({{"diffusion", {{"sampler", "reference"}, {"threshold", 0.9}}}}), "diffusion.threshold");
-  expect_400(parse({{"diffusion", {{"cache", "block"}}}}), "diffusion.cache");
-  expect_400(parse({{"diffusion", {{"cache", "dual"}}}}), "diffusion.cache");
-  expect_400(parse({{"diffusion", {{"compact_refresh", 2}}}}), "diffusion.compact_refresh");  // needs compact
-  expect_400(parse({{"diffusion", {{"cache", "compact"}, {"compact_refresh", -1}}}}), "diffusion.compact_refresh");
-  expect_400(parse({{"diffusion", 3}}), "diffusion");
-  expect_400(parse({{"diffusion", {{"repeat_guard", 1}}}}), "diffusion.repeat_guard");
-  expect_400(parse({{"diffusion", {{"eos_tail_drop", 1}}}}), "diffusion.eos_tail_drop");
-  expect_400(parse({{"diffusion", {{"repair", "yes"}}}}), "diffusion.repair");
-  expect_400(parse({{"diffusion", {{"exact_top_k", json::array()}}}}), "diffusion.exact_top_k");
-  expect_400(parse({{"remasking", "sometimes"}}), "remasking");
-  expect_400(parse({{"steps", -1}}), "steps");
+  expect_400({{"diffusion", {{"stepz", 3}}}}, "diffusion.stepz");
+  expect_400({{"diffusion", {{"steps", 0}}}}, "diffusion.steps");
+  expect_400({{"diffusion", {{"steps", "many"}}}}, "diffusion.steps");
+  expect_400({{"diffusion", {{"algorithm", "best"}}}}, "diffusion.algorithm");
+  expect_400({{"diffusion", {{"eps", 1.0}}}}, "diffusion.eps");
+  expect_400({{"diffusion", {{"sampler", "fast"}}}}, "diffusion.sampler");
+  expect_400({{"diffusion", {{"threshold", 1.5}}}}, "diffusion.threshold");
+  expect_400({{"diffusion", {{"threshold", json::array({0.9, 0.8})}}}}, "diffusion.threshold");
+  expect_400({{"diffusion", {{"sampler", "reference"}, {"threshold", 0.9}}}}, "diffusion.threshold");
+  expect_400({{"diffusion", {{"cache", "block"}}}}, "diffusion.cache");
+  expect_400({{"diffusion", {{"cache", "dual"}}}}, "diffusion.cache");
+  expect_400({{"diffusion", {{"compact_refresh", 2}}}}, "diffusion.compact_refresh");  // needs compact
+  expect_400({{"diffusion", {{"cache", "compact"}, {"compact_refresh", -1}}}}, "diffusion.compact_refresh");
+  expect_400({{"diffusion", 3}}, "diffusion");
+  expect_400({{"diffusion", {{"repeat_guard", 1}}}}, "diffusion.repeat_guard");
+  expect_400({{"diffusion", {{"eos_tail_drop", 1}}}}, "diffusion.eos_tail_drop");
+  expect_400({{"diffusion", {{"repair", "yes"}}}}, "diffusion.repair");
+  expect_400({{"diffusion", {{"exact_top_k", json::array()}}}}, "diffusion.exact_top_k");
+  expect_400({{"remasking", "sometimes"}}, "remasking");
+  expect_400({{"steps", -1}}, "steps");
 }
 
 }  // namespace

@@ -7,25 +7,15 @@
 
 #include "api/requests/chat_request.h"
 #include "api/requests/completion_request.h"
+#include "request_fixture.h"
 
 namespace spillway::api {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-ApiResult<CompletionRequest> parse(const json& extra) {
-  json body = {{"model", "m"}, {"prompt", "p"}};
-  for (auto& [k, v] : extra.items()) body[k] = v;
-  return parse_completion_request(body.dump());
-}
-
-void expect_400(const json& extra, const std::string& param) {
-  auto r = parse(extra);
-  ASSERT_FALSE(r.ok()) << "expected an error for " << extra.dump();
-  EXPECT_EQ(r.error().status, 400);
-  ASSERT_TRUE(r.error().param.has_value()) << r.error().message;
-  EXPECT_EQ(*r.error().param, param) << r.error().message;
-}
+using testing::expect_400;
+using testing::parse;
 
 TEST(MoeFields, AbsentMeansNotGiven) {
   auto r = parse(json::object());

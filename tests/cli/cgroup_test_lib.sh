@@ -6,6 +6,12 @@
 #   cgroup_require_v1                  sets CGROUP_PARENT (the caller's own memory cgroup)
 #   cg=$(cgroup_create NAME LIMIT_MB)  a fresh child cgroup (removed on exit)
 #   cgroup_run CG CMD...               runs CMD inside CG (exec: its status is CMD's)
+#   cgroup_start_server CG LOG CMD...  starts the server CMD (`spillway serve ... --port 0
+#                                      --log-format json`) inside CG in the background, its
+#                                      stderr to LOG, and waits until it listens and answers
+#                                      /health (FAIL, exit 1, when it exits first or never
+#                                      listens); sets CGROUP_SERVER_PID (the server process
+#                                      itself, killed on exit) and CGROUP_SERVER_PORT
 #   cgroup_oom_kills CG                OOM kills in CG so far
 #   cgroup_peak_mb CG                  peak usage (memory.max_usage_in_bytes), MiB
 #   cgroup_stat CG FIELD               a memory.stat field, bytes (0 when absent)
@@ -39,8 +45,13 @@ _cgroup_cleanup() {
     for pid in $(cat "$dir/cgroup.procs"); do kill -9 "$pid" 2>/dev/null || true; done
     for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/cgroup.procs" ] || break; sleep 0.2; done
   done
+  # rmdir fails (EBUSY) while a killed task is still exiting: retry for up to 2 s.
   for dir in "${_cgroup_dirs[@]}"; do
-    [ -d "$dir" ] && rmdir "$dir" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      [ -d "$dir" ] || break
+      rmdir "$dir" 2>/dev/null && break
+      sleep 0.2
+    done
   done
   rm -f "${_cgroup_files[@]}"
 }
@@ -76,6 +87,24 @@ cgroup_run() {
   local cg=$1
   shift
   bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cg" "$@"
+}
+
+cgroup_start_server() {
+  local cg=$1 log=$2
+  shift 2
+  # Not `cgroup_run ... &`: a backgrounded function is a subshell, and $! would be that shell,
+  # not the server (a TERM to it leaves the server running).
+  bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cg" "$@" 2>"$log" >/dev/null &
+  CGROUP_SERVER_PID=$!
+  cgroup_cleanup_pid "$CGROUP_SERVER_PID"
+  CGROUP_SERVER_PORT=
+  for _ in $(seq 1 600); do
+    CGROUP_SERVER_PORT=$(grep -o '"message":"listening".*"port":[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' | head -1 || true)
+    [ -n "$CGROUP_SERVER_PORT" ] && curl -sf "http://127.0.0.1:$CGROUP_SERVER_PORT/health" >/dev/null && break
+    kill -0 "$CGROUP_SERVER_PID" 2>/dev/null || { echo "FAIL: the server exited"; tail -20 "$log"; exit 1; }
+    sleep 0.5
+  done
+  [ -n "$CGROUP_SERVER_PORT" ] || { echo "FAIL: the server never listened"; tail -20 "$log"; exit 1; }
 }
 
 cgroup_oom_kills() {

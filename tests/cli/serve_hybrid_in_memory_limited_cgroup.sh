@@ -43,18 +43,10 @@ reference=$(run_text "$prompt")
 cgroup=$(cgroup_create hybrid "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
-cgroup_run "$cgroup" "$spillway" serve --model "$model" --port 0 --threads 2 --max-running 2 --max-batch-tokens 128 --ctx-size 512 \
-  --memory-budget auto --log-format json 2>"$log" >/dev/null &
-server=$!
-cgroup_cleanup_pid "$server"
-port=
-for _ in $(seq 1 600); do
-  port=$(grep -o '"message":"listening".*"port":[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' | head -1 || true)
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  kill -0 "$server" 2>/dev/null || { echo "FAIL: the server exited"; tail -20 "$log"; exit 1; }
-  sleep 0.5
-done
-[ -n "$port" ] || { echo "FAIL: the server never listened"; tail -20 "$log"; exit 1; }
+cgroup_start_server "$cgroup" "$log" "$spillway" serve --model "$model" --port 0 --threads 2 --max-running 2 \
+  --max-batch-tokens 128 --ctx-size 512 --memory-budget auto --log-format json
+server=$CGROUP_SERVER_PID
+port=$CGROUP_SERVER_PORT
 grep -o '"message":"\(memory\|residency budget\|layers\|streaming\)[^"]*"' "$log" || true
 
 complete() {  # prints the completion's "text<TAB>cached_tokens"

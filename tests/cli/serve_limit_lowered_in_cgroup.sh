@@ -38,20 +38,10 @@ done
 cgroup=$(cgroup_create lowered "$start_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
-# Not `cgroup_run ... &`: a backgrounded function is a subshell, and $! would be that shell,
-# not the server (a TERM to it leaves the server running).
-bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" "$spillway" serve --model "$model" \
-  --port 0 --threads 2 --max-running 4 --ctx-size 512 --memory-budget auto --log-format json 2>"$log" >/dev/null &
-server=$!
-cgroup_cleanup_pid "$server"
-port=
-for _ in $(seq 1 600); do
-  port=$(grep -o '"message":"listening".*"port":[0-9]*' "$log" 2>/dev/null | grep -o '[0-9]*$' | head -1 || true)
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  kill -0 "$server" 2>/dev/null || { echo "FAIL: the server exited"; tail -20 "$log"; exit 1; }
-  sleep 0.5
-done
-[ -n "$port" ] || { echo "FAIL: the server never listened"; tail -20 "$log"; exit 1; }
+cgroup_start_server "$cgroup" "$log" "$spillway" serve --model "$model" --port 0 --threads 2 --max-running 4 \
+  --ctx-size 512 --memory-budget auto --log-format json
+server=$CGROUP_SERVER_PID
+port=$CGROUP_SERVER_PORT
 metric() { { curl -sf "http://127.0.0.1:$port/metrics" || true; } | awk -v k="$1" '$1 == k {print int($2)}'; }
 model_id=$(curl -sf "http://127.0.0.1:$port/v1/models" | jq -r '.data[0].id')
 resident_start=$(metric spillway_resident_layers)

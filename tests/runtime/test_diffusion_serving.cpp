@@ -7,10 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "engine/diffusion/generate.h"
@@ -21,6 +18,7 @@
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
+#include "update_collector.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -104,16 +102,7 @@ TEST(DiffusionServing, CanvasesBatchedThroughTheEngineLoopEqualAloneAndGolden) {
   config.diffusion_model = true;
   config.mask_token_id = cfg.mask_token_id;
   config.shift_logits = cfg.shift_logits;
-  StepObserver observer;
-  EngineLoop loop(make_engine_runner(**model, pool, config), **tokenizer, config, &observer);
-  loop.start();
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<RequestId, std::vector<int32_t>> got;
-  std::map<RequestId, FinishReason> finish;
-  std::map<RequestId, DiffusionUsage> usage;
-  int finished = 0;
-  std::vector<RequestId> ids;
+  std::vector<GenerationParams> requests;
   for (const Record& r : records) {
     GenerationParams p;
     p.prompt = r.prompt;
@@ -121,33 +110,23 @@ TEST(DiffusionServing, CanvasesBatchedThroughTheEngineLoopEqualAloneAndGolden) {
     p.ignore_eos = true;  // the whole canvas, as llama-diffusion-cli prints it
     p.skip_special_tokens = false;
     p.diffusion = r.params;
-    auto submitted = loop.submit(p, [&](RequestUpdate&& u) {
-      std::lock_guard lock(mu);
-      for (const ChoiceUpdate& c : u.choices) {
-        for (const GeneratedToken& t : c.tokens) got[u.id].push_back(t.id);
-        if (c.finish) finish[u.id] = *c.finish;
-      }
-      if (u.diffusion) usage[u.id] = *u.diffusion;
-      if (u.finished) {
-        ++finished;
-        cv.notify_all();
-      }
-    });
-    ASSERT_TRUE(std::holds_alternative<RequestId>(submitted));
-    ids.push_back(std::get<RequestId>(submitted));
+    requests.push_back(std::move(p));
   }
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return finished == static_cast<int>(ids.size()); });
-  }
+  StepObserver observer;
+  testing::UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
+  EngineLoop loop(make_engine_runner(**model, pool, config), **tokenizer, config, &observer);
+  loop.start();
+  const std::vector<RequestId> ids = testing::submit_and_wait(loop, collector, requests, /*one_at_a_time=*/false);
+  ASSERT_EQ(ids.size(), records.size());
   loop.stop();
   const EngineSnapshot snap = loop.snapshot();
   int golden_equal = 0;
   for (size_t i = 0; i < records.size(); ++i) {
-    EXPECT_EQ(got[ids[i]], alone[i]) << "record " << i;
-    EXPECT_EQ(finish[ids[i]], FinishReason::Length) << "record " << i;
-    EXPECT_GT(usage[ids[i]].forwards, 0) << "record " << i;
-    golden_equal += got[ids[i]] == records[i].tokens ? 1 : 0;
+    const std::vector<int32_t> got = collector.tokens(ids[i]);
+    EXPECT_EQ(got, alone[i]) << "record " << i;
+    EXPECT_EQ(collector.finish(ids[i]), FinishReason::Length) << "record " << i;
+    EXPECT_GT(collector.diffusion(ids[i]).value_or(DiffusionUsage{}).forwards, 0) << "record " << i;
+    golden_equal += got == records[i].tokens ? 1 : 0;
   }
   EXPECT_GE(golden_equal, 18);
   EXPECT_GE(observer.max_sequences.load(), 3) << "canvases should share engine steps";

@@ -9,11 +9,8 @@
 //   padding rows are counted per bucket.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "engine/diffusion/generate.h"
@@ -26,6 +23,7 @@
 #include "runtime/engine_runner.h"
 #include "runtime/step_buckets.h"
 #include "scheduler/step_plans.h"
+#include "update_collector.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -172,15 +170,7 @@ TEST(StepBuckets, CanvasesPaddedAndCompactedAllLiveThroughTheEngineLoopEqualAlon
   config.mask_token_id = cfg.mask_token_id;
   config.shift_logits = cfg.shift_logits;
   config.pad_step_buckets = true;
-  auto runner = make_engine_runner(**model, pool, config);
-  const ModelRunner* runner_view = runner.get();
-  EngineLoop loop(std::move(runner), **tokenizer, config);
-  loop.start();
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<RequestId, std::vector<int32_t>> got;
-  int finished = 0;
-  std::vector<RequestId> ids;
+  std::vector<GenerationParams> requests;
   for (const Case& c : cases) {
     GenerationParams p;
     p.prompt = c.prompt;
@@ -190,25 +180,17 @@ TEST(StepBuckets, CanvasesPaddedAndCompactedAllLiveThroughTheEngineLoopEqualAlon
     p.diffusion = c.params;
     p.diffusion->compact = true;
     p.diffusion->compact_all_live = true;
-    auto submitted = loop.submit(p, [&](RequestUpdate&& u) {
-      std::lock_guard lock(mu);
-      for (const ChoiceUpdate& ch : u.choices) {
-        for (const GeneratedToken& t : ch.tokens) got[u.id].push_back(t.id);
-      }
-      if (u.finished) {
-        ++finished;
-        cv.notify_all();
-      }
-    });
-    ASSERT_TRUE(std::holds_alternative<RequestId>(submitted));
-    ids.push_back(std::get<RequestId>(submitted));
+    requests.push_back(std::move(p));
   }
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return finished == static_cast<int>(ids.size()); });
-  }
+  testing::UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
+  auto runner = make_engine_runner(**model, pool, config);
+  const ModelRunner* runner_view = runner.get();
+  EngineLoop loop(std::move(runner), **tokenizer, config);
+  loop.start();
+  const std::vector<RequestId> ids = testing::submit_and_wait(loop, collector, requests, /*one_at_a_time=*/false);
+  ASSERT_EQ(ids.size(), cases.size());
   loop.stop();
-  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[ids[i]], alone[i]) << "case " << i;
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(collector.tokens(ids[i]), alone[i]) << "case " << i;
   const EngineSnapshot snap = loop.snapshot();
   EXPECT_GE(snap.live_step_plans, 2);
   EXPECT_LE(snap.live_step_plans, StepPlans::kMaxPlans);

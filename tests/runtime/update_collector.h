@@ -1,5 +1,6 @@
 // What the runtime tests that drive a real EngineLoop share: a sink that collects every
-// request's updates, and a helper that submits a list of requests and waits for them.
+// request's updates (tokens, logprobs, finish reason, diffusion usage), and a helper that
+// submits a list of requests and waits for them.
 //
 // Thread contract: the sink runs on the engine thread; every other method on the test
 // thread; the collector locks its own state.
@@ -34,6 +35,7 @@ class UpdateCollector {
         }
         if (c.finish) r.finish = *c.finish;
       }
+      if (u.diffusion) r.diffusion = *u.diffusion;
       if (u.error) errors_.push_back(*u.error);
       if (u.finished) {
         ++finished_;
@@ -51,6 +53,8 @@ class UpdateCollector {
   std::vector<int32_t> choice_tokens(RequestId id, int32_t index) { return collected(id).by_choice[index]; }
   // The last finish reason any of its choices reported (nullopt: none yet).
   std::optional<FinishReason> finish(RequestId id) { return collected(id).finish; }
+  // The last usage.diffusion it reported (nullopt: none yet, or not a diffusion request).
+  std::optional<DiffusionUsage> diffusion(RequestId id) { return collected(id).diffusion; }
   std::vector<std::string> errors() {
     std::lock_guard lock(mu_);
     return errors_;
@@ -62,6 +66,7 @@ class UpdateCollector {
     std::vector<float> logprobs;
     std::map<int32_t, std::vector<int32_t>> by_choice;
     std::optional<FinishReason> finish;
+    std::optional<DiffusionUsage> diffusion;
   };
   Collected collected(RequestId id) {
     std::lock_guard lock(mu_);

@@ -2,23 +2,15 @@
 // the engine snapshot and from the observer calls.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 
+#include "metrics_sample.h"
 #include "server/observability/metrics.h"
 
 namespace spillway::server {
 namespace {
 
-// The value of the sample line that starts with `series` (name{labels}), or -1.
-double sample(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
+using testing::sample;
 
 TEST(ServerMetrics, ExpositionHasTypesHelpAndBaseUnits) {
   ServerMetrics m("org/model");

@@ -5,22 +5,15 @@
 // buckets, count, sum) however often it is published.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 
+#include "metrics_sample.h"
 #include "server/observability/metrics.h"
 
 namespace spillway::server {
 namespace {
 
-double sample(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
+using testing::sample;
 
 TEST(ServerMoeMetrics, HistogramsShowTheEnginesCumulativeCounts) {
   ServerMetrics m("m");
