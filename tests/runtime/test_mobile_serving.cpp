@@ -151,9 +151,9 @@ class MobileServing : public ::testing::Test {
     EngineRunnerOptions options;
     options.mobile = mobile;
     options.weights = weights;
+    UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
     EngineLoop loop(make_engine_runner(*model_, pool, c, options), *tokenizer_, c);
     loop.start();
-    UpdateCollector collector;
     const std::vector<RequestId> ids = submit_and_wait(loop, collector, requests, one_at_a_time);
     if (ids.size() != requests.size()) return {};
     loop.stop();

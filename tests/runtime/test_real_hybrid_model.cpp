@@ -78,9 +78,9 @@ class RealHybridModel : public ::testing::Test {
   std::vector<std::vector<int32_t>> run(const SchedulerConfig& config, const std::vector<GenerationParams>& requests,
                                         bool one_at_a_time, EngineSnapshot* snapshot = nullptr) {
     kernels::ThreadPool pool(2);
+    UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
     EngineLoop loop(make_engine_runner(*model_, pool, config), *tokenizer_, config);
     loop.start();
-    UpdateCollector collector;
     const std::vector<RequestId> ids = submit_and_wait(loop, collector, requests, one_at_a_time);
     if (ids.size() != requests.size()) return {};
     loop.stop();
@@ -206,9 +206,9 @@ TEST_F(RealHybridModel, ForkedChoicesFromTheStateSnapshotEqualRecomputedOnes) {
   p.sampling.seed = 11;
   auto run_choices = [&](const SchedulerConfig& c, EngineSnapshot& snap) {
     kernels::ThreadPool pool(2);
+    UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
     EngineLoop loop(make_engine_runner(*model_, pool, c), *tokenizer_, c);
     loop.start();
-    UpdateCollector collector;
     const auto r = loop.submit(p, collector.sink());
     EXPECT_TRUE(std::holds_alternative<RequestId>(r));
     if (!std::holds_alternative<RequestId>(r)) return std::vector<std::vector<int32_t>>{};

@@ -73,10 +73,10 @@ class RealModel : public ::testing::Test {
                                         bool one_at_a_time, EngineSnapshot* snapshot = nullptr,
                                         EngineRunnerOptions runner_options = {}) {
     kernels::ThreadPool pool(2);
+    UpdateCollector collector;  // outlives the loop, whose engine thread calls its sink
     EngineLoop loop(make_engine_runner(*model_, pool, config, std::move(runner_options)),
                     *tokenizer_, config);
     loop.start();
-    UpdateCollector collector;
     const std::vector<RequestId> ids = submit_and_wait(loop, collector, requests, one_at_a_time);
     if (ids.size() != requests.size()) return {};
     loop.stop();
