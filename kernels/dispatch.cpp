@@ -95,6 +95,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 
 void add_inplace(float* y, const float* x, int64_t n) { active_table().add_inplace(y, x, n); }
 
+double exp_scaled_sum(const float* x, float shift, float scale, float* out, int64_t n) {
+  return active_table().exp_scaled_sum(x, shift, scale, out, n);
+}
+
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
           float freq_scale, const float* freq_factors, RopeStyle style) {
   assert(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim <= kMaxRopeDim);

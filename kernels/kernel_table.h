@@ -10,6 +10,7 @@
 #include <span>
 
 #include "kernels/kernels.h"
+#include "kernels/exp_sum.h"
 
 namespace spillway::kernels {
 
@@ -165,6 +166,8 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n) = nullptr;
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*add_inplace)(float* y, const float* x, int64_t n) = nullptr;
+  // As kernels::exp_scaled_sum (exp_sum.h): every ISA gives the same bits.
+  double (*exp_scaled_sum)(const float* x, float shift, float scale, float* out, int64_t n) = nullptr;
   // Rotates with a precomputed table: cos_sin[2i], cos_sin[2i+1] = cos, sin of theta_i
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,

@@ -352,6 +352,20 @@ void add_inplace_scalar(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+// The reference of exp_scaled_sum (exp_sum.h): exp_poly per element, 16 double lanes.
+double exp_scaled_sum_scalar(const float* x, float shift, float scale, float* out, int64_t n) {
+  double a[16] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = exp_poly((x[i] - shift) * scale);
+    if (out) out[i] = e;
+    a[i % 16] += e;
+  }
+  double s8[8], s4[4];
+  for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
+  for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
 void rope_scalar(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
   const int half = rot_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
@@ -463,6 +477,7 @@ constexpr KernelTable make_scalar_table() {
   t.softmax = softmax_scalar;
   t.silu_mul = silu_mul_scalar;
   t.add_inplace = add_inplace_scalar;
+  t.exp_scaled_sum = exp_scaled_sum_scalar;
   t.rope = rope_scalar;
   t.attention = attention_scalar;
   t.gated_delta_net = gated_delta_net_scalar;
@@ -474,5 +489,35 @@ constinit const KernelTable kScalarTable = make_scalar_table();
 }  // namespace
 
 const KernelTable& scalar_kernel_table() { return kScalarTable; }
+
+// The exp of exp_scaled_sum, operation for operation as the SIMD versions compute it
+// (exp_sum_avx2.cpp / exp_sum_avx512.cpp): the same float products, fmas and roundings, so
+// every ISA gives the same bits. Out-of-range inputs return early where the SIMD code clamps
+// and then overrides the lane.
+float exp_poly(float x) {
+  if (x != x) return x;
+  if (x < -104.0f) return 0.0f;
+  if (x > 88.72283f) return INFINITY;
+  // n = round-half-even(x log2 e) (|x log2 e| < 2^22: the 1.5 * 2^23 trick is exact).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = std::fma(-n, 0.693359375f, x);  // x - n ln2, ln2 in two parts (Cody-Waite)
+  r = std::fma(-n, -2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = std::fma(p, r, 1.3981999507e-3f);
+  p = std::fma(p, r, 8.3334519073e-3f);
+  p = std::fma(p, r, 4.1665795894e-2f);
+  p = std::fma(p, r, 1.6666665459e-1f);
+  p = std::fma(p, r, 5.0000001201e-1f);
+  p = std::fma(p, r * r, r + 1.0f);
+  // 2^n (n in [-150, 128]) as 2^n1 * 2^n2, both normal: the first product is exact, the
+  // second rounds once (subnormal results included).
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  const uint32_t b1 = static_cast<uint32_t>(n1 + 127) << 23, b2 = static_cast<uint32_t>(n2 + 127) << 23;
+  float f1, f2;
+  std::memcpy(&f1, &b1, sizeof f1);
+  std::memcpy(&f2, &b2, sizeof f2);
+  return (p * f1) * f2;
+}
 
 }  // namespace spillway::kernels

@@ -1,11 +1,16 @@
 // Sampler stages: see sampler_stages.h for the chain, the candidate set and why the draws
-// match the old sort-based sampler.
+// match the old sort-based sampler. The softmax's exp is kernels::exp_scaled_sum's
+// (exp_poly: a vectorized polynomial, the same bits on every ISA, within 2 ulp of std::exp,
+// so the probabilities are the old std::exp ones to 1e-6 relative); the reference sampler
+// of the tests (tests/engine/reference_sampler.h) computes with the same exp_poly.
 #include "engine/sampling/sampler_stages.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "kernels/exp_sum.h"
 
 namespace spillway::engine {
 
@@ -76,34 +81,22 @@ void SamplingRow::ensure_dense() {
   have_dense = true;
   if (n_finite == 0) return;
   SamplerScratch& s = *scratch;
-  if (s.probs.size() < static_cast<size_t>(n_vocab)) {
-    s.probs.resize(n_vocab);
-    s.bucket.resize(n_vocab);
-  }
+  // (Checked apart: the candidate path below grows probs alone.)
+  if (s.probs.size() < static_cast<size_t>(n_vocab)) s.probs.resize(n_vocab);
+  if (s.bucket.size() < static_cast<size_t>(n_vocab)) s.bucket.resize(n_vocab);
   float* p = s.probs.data();
   uint16_t* b = s.bucket.data();
   const int32_t n = n_vocab;
-  // As the old sampler: exp in float of (logit - max) * 1/T (the same std::exp), summed in
-  // double, each probability the float of its share. -inf gives exp 0 (adds nothing).
-  // Four partial sums: the order of the sum differs from the old sorted order anyway.
+  // As the old sampler: exp in float of (logit - max) * 1/T, summed in double, each
+  // probability the float of its share. -inf gives exp 0 (adds nothing). The exp is the
+  // kernels' exp_poly (vectorized, the same bits on every ISA; within 2 ulp of std::exp),
+  // the sum in exp_scaled_sum's fixed 16-lane order (the old sorted order differs anyway).
+  // The share is e * (1 / sum) in double (a vectorized product, not a division per id;
+  // the reference sampler of the tests normalizes the same way).
   const float mx = max_logit;
   const float inv_t = inv_temperature;
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
-  int32_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) {
-      const float e = std::exp((logits[i + j] - mx) * inv_t);
-      p[i + j] = e;
-      sums[j] += e;
-    }
-  }
-  for (; i < n; ++i) {
-    const float e = std::exp((logits[i] - mx) * inv_t);
-    p[i] = e;
-    sums[0] += e;
-  }
-  const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-  for (int32_t k = 0; k < n; ++k) p[k] = static_cast<float>(p[k] / sum);
+  const double inv_sum = 1.0 / kernels::exp_scaled_sum(logits, mx, inv_t, p, n);
+  for (int32_t k = 0; k < n; ++k) p[k] = static_cast<float>(p[k] * inv_sum);
   // Buckets span the logits whose probability can be nonzero: exp underflows to 0 below
   // -104, so (max - logit) * 1/T beyond that all share the last bucket with zero mass.
   const int nb = bucket_count(n);
@@ -127,16 +120,15 @@ void SamplingRow::ensure_candidate_probs() {
   if (have_probs) return;
   have_probs = true;
   if (n_cand == 0) return;
-  // The candidates are in rank order: cand[0] holds the largest logit.
-  const float max_logit_here = cand[0].logit;
-  const float inv_t = inv_temperature;
-  double sum = 0.0;
-  for (size_t i = 0; i < n_cand; ++i) {
-    const float e = std::exp((cand[i].logit - max_logit_here) * inv_t);
-    cand[i].p = e;
-    sum += e;
-  }
-  for (size_t i = 0; i < n_cand; ++i) cand[i].p = static_cast<float>(cand[i].p / sum);
+  // The candidates are in rank order: cand[0] holds the largest logit. Their logits are
+  // gathered into a row for exp_scaled_sum (the dense path's exp and sum order), in
+  // scratch->probs: the dense per-id probabilities are never used once there are candidates.
+  std::vector<float>& e = scratch->probs;
+  if (e.size() < n_cand) e.resize(n_cand);
+  for (size_t i = 0; i < n_cand; ++i) e[i] = cand[i].logit;
+  const double inv_sum =
+      1.0 / kernels::exp_scaled_sum(e.data(), cand[0].logit, inv_temperature, e.data(), static_cast<int64_t>(n_cand));
+  for (size_t i = 0; i < n_cand; ++i) cand[i].p = static_cast<float>(e[i] * inv_sum);
 }
 
 namespace {

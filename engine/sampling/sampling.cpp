@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+
+#include "kernels/exp_sum.h"
 
 namespace spillway::engine {
 
@@ -11,14 +14,73 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// log(sum(exp(x - max))) + max over the raw logits.
+// GCC vector extensions (plain SSE at the x86-64 baseline), as SamplingRow::ensure_range.
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+// The largest logit (NaNs ignored, as std::max(max, x) ignores them); -inf when none.
+float row_max(const float* x, int32_t n) {
+  const v4f neg_inf = {kNegInf, kNegInf, kNegInf, kNegInf};
+  v4f m0 = neg_inf, m1 = neg_inf;
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v4f a, b;
+    std::memcpy(&a, x + i, sizeof a);
+    std::memcpy(&b, x + i + 4, sizeof b);
+    m0 = m0 < a ? a : m0;
+    m1 = m1 < b ? b : m1;
+  }
+  float best = kNegInf;
+  for (int j = 0; j < 4; ++j) best = std::max({best, m0[j], m1[j]});
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+// log(sum(exp(x - max))) + max over the raw logits: the exps in float by the kernels'
+// exp_scaled_sum (vectorized), summed in double. Against the same formula all in double it
+// is within about 1e-6 (tests/engine/test_sampling_exp.cpp).
 double log_sum_exp(const float* logits, int32_t n) {
-  float max_logit = kNegInf;
-  for (int32_t i = 0; i < n; ++i) max_logit = std::max(max_logit, logits[i]);
+  const float max_logit = row_max(logits, n);
   if (max_logit == kNegInf) return kNegInf;
-  double sum = 0.0;
-  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  const double sum = kernels::exp_scaled_sum(logits, max_logit, 1.0f, nullptr, n);
   return std::log(sum) + max_logit;
+}
+
+// The top_n (1..n) best ids in rank order (logit descending, then id ascending): what a
+// partial sort of all ids would give, in one pass. best[0, top_n) is kept in rank order; an
+// id scanned later ranks after every kept id with the same logit, so it enters only with a
+// strictly larger logit than the last kept one. Blocks of 8 that hold no such logit are
+// skipped by one vector compare.
+void select_top(const float* logits, int32_t n, int32_t top_n, std::vector<int32_t>& best) {
+  best.clear();
+  auto insert = [&](int32_t id) {
+    const float l = logits[id];
+    size_t pos = best.size();
+    while (pos > 0 && logits[best[pos - 1]] < l) --pos;
+    if (best.size() < static_cast<size_t>(top_n)) {
+      best.insert(best.begin() + static_cast<ptrdiff_t>(pos), id);
+    } else if (pos < best.size()) {
+      best.pop_back();
+      best.insert(best.begin() + static_cast<ptrdiff_t>(pos), id);
+    }
+  };
+  int32_t i = 0;
+  for (; i < n && best.size() < static_cast<size_t>(top_n); ++i) insert(i);
+  for (; i + 8 <= n; i += 8) {
+    const float t = logits[best.back()];
+    const v4f tv = {t, t, t, t};
+    v4f a, b;
+    std::memcpy(&a, logits + i, sizeof a);
+    std::memcpy(&b, logits + i + 4, sizeof b);
+    const v4i hit = (a > tv) | (b > tv);
+    if ((hit[0] | hit[1] | hit[2] | hit[3]) == 0) continue;
+    for (int32_t j = i; j < i + 8; ++j) {
+      if (logits[j] > logits[best.back()]) insert(j);
+    }
+  }
+  for (; i < n; ++i) {
+    if (logits[i] > logits[best.back()]) insert(i);
+  }
 }
 
 }  // namespace
@@ -30,15 +92,10 @@ void compute_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32
   out.top_logprobs.clear();
   if (top_n <= 0) return;
   top_n = std::min(top_n, n_vocab);
-  // Partial selection over (logit, -id) so ties resolve to the lower id, deterministically.
+  // Selection over (logit, -id) so ties resolve to the lower id, deterministically.
   std::vector<int32_t> local;
   std::vector<int32_t>& ids = ids_scratch ? *ids_scratch : local;
-  ids.resize(n_vocab);
-  for (int32_t i = 0; i < n_vocab; ++i) ids[i] = i;
-  auto better = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(), better);
+  select_top(logits, n_vocab, top_n, ids);
   for (int32_t i = 0; i < top_n; ++i) {
     out.top_logprobs.push_back({ids[i], static_cast<float>(logits[ids[i]] - lse)});
   }

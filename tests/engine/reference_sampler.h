@@ -1,8 +1,11 @@
 // The sampler that shipped before the stage chain (engine/sampling.cpp at the commit
 // before "sampler as a chain of stages"), kept verbatim as the specification of what a
 // seeded draw returns: it sorts the candidates, so it is slow, but obviously right. Only
-// the names changed (ReferenceSampler, reference_logprobs, the namespace). Used by
-// test_sampling_chain.cpp.
+// the names changed (ReferenceSampler, reference_logprobs, the namespace), and the softmax's
+// std::exp became kernels::exp_poly, the exp the chain now computes (vectorized) with, and
+// each probability c / sum became c * (1 / sum) as the chain computes it: the same math, so
+// the same tokens for the same seed (test_sampling_exp.cpp checks the probabilities against
+// the old std::exp and division separately). Used by test_sampling_chain.cpp.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "engine/sampling/sampling.h"
+#include "kernels/exp_sum.h"
 
 namespace spillway::engine::reference {
 
@@ -149,10 +153,11 @@ inline SampledToken ReferenceSampler::sample(float* logits, int32_t n_vocab, std
   const float max_logit = candidates_[0].first;
   double sum = 0.0;
   for (auto& c : candidates_) {
-    c.first = std::exp((c.first - max_logit) * inv_t);
+    c.first = kernels::exp_poly((c.first - max_logit) * inv_t);
     sum += c.first;
   }
-  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
+  const double inv_sum = 1.0 / sum;
+  for (auto& c : candidates_) c.first = static_cast<float>(c.first * inv_sum);
 
   if (p.top_p < 1.0f) {
     double cumulative = 0.0;

@@ -1,0 +1,101 @@
+// AVX2 + FMA: exp_scaled_sum (exp_sum.h), 8 floats per exp, the sum in 16 double lanes.
+// Every operation of exp8 is the one exp_poly (kernels_scalar.cpp) performs per element, so
+// the outputs and the sum are bit-identical to the scalar reference.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/kernel_registry.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+// exp_poly on 8 lanes: clamp to [-104, 88.72283], reduce, polynomial, 2^n as two exact
+// power-of-two factors; then 0 below -104 (and for -inf), +inf above, NaN kept.
+inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-104.0f), hi = _mm256_set1_ps(88.72283f);
+  const __m256 too_small = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 too_large = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  result = _mm256_andnot_ps(too_small, result);
+  result = _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), too_large);
+  return _mm256_blendv_ps(result, x, is_nan);
+}
+
+// The n < 8 remaining floats, the other lanes -inf (their exp is 0: they add +0).
+inline __m256 load_tail(const float* p, int64_t n) {
+  alignas(32) float tmp[8];
+  for (int j = 0; j < 8; ++j) tmp[j] = j < n ? p[j] : -INFINITY;
+  return _mm256_load_ps(tmp);
+}
+
+template <bool kStore>
+double exp_scaled_sum_avx2_impl(const float* x, float shift, float scale, float* out, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+  // acc0..acc3 are lanes 0-3, 4-7, 8-11, 12-15 of the contract's 16 lanes.
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs), vk));
+    const __m256 e1 = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vs), vk));
+    if constexpr (kStore) {
+      _mm256_storeu_ps(out + i, e0);
+      _mm256_storeu_ps(out + i + 8, e1);
+    }
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e0)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e0, 1)));
+    acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(_mm256_castps256_ps128(e1)));
+    acc3 = _mm256_add_pd(acc3, _mm256_cvtps_pd(_mm256_extractf128_ps(e1, 1)));
+  }
+  if (i < n) {
+    const int64_t left = n - i;
+    const __m256 e0 = exp8(_mm256_mul_ps(_mm256_sub_ps(load_tail(x + i, left), vs), vk));
+    const __m256 e1 = left > 8 ? exp8(_mm256_mul_ps(_mm256_sub_ps(load_tail(x + i + 8, left - 8), vs), vk))
+                               : _mm256_setzero_ps();
+    if constexpr (kStore) {
+      alignas(32) float tmp[16];
+      _mm256_store_ps(tmp, e0);
+      _mm256_store_ps(tmp + 8, e1);
+      for (int64_t j = 0; j < left; ++j) out[i + j] = tmp[j];
+    }
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e0)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e0, 1)));
+    acc2 = _mm256_add_pd(acc2, _mm256_cvtps_pd(_mm256_castps256_ps128(e1)));
+    acc3 = _mm256_add_pd(acc3, _mm256_cvtps_pd(_mm256_extractf128_ps(e1, 1)));
+  }
+  // s8 = lanes l and l + 8; s4 = s8[l] + s8[l + 4]; s2 = s4[l] + s4[l + 2]; s2[0] + s2[1].
+  const __m256d s4 = _mm256_add_pd(_mm256_add_pd(acc0, acc2), _mm256_add_pd(acc1, acc3));
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+}
+
+double exp_scaled_sum_avx2(const float* x, float shift, float scale, float* out, int64_t n) {
+  return out ? exp_scaled_sum_avx2_impl<true>(x, shift, scale, out, n)
+             : exp_scaled_sum_avx2_impl<false>(x, shift, scale, out, n);
+}
+
+}  // namespace
+
+void add_avx2_exp_kernels(KernelTable& t) { t.exp_scaled_sum = exp_scaled_sum_avx2; }
+
+}  // namespace spillway::kernels
