@@ -23,10 +23,6 @@ namespace spillway::kernels {
 
 namespace {
 
-// How far ahead (bytes of weights) the kernels prefetch when they stream weights once
-// (decode); the hardware prefetchers alone leave a fifth of the DRAM bandwidth unused.
-constexpr size_t kPrefetchBytes = 4096;
-
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m512i combine(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -80,9 +76,11 @@ struct LoadBF16 {
 
 // NW weight rows x NX activation rows. Row-major: row j at w + j * ws bytes. Tiled (NW ==
 // kFloatDotW, cols a multiple of 16): one group, values k..k+15 of row j at element 4k + 16j.
+// How far ahead the float tile kernels prefetch a streamed group (kTileStream).
+constexpr size_t kFloatPrefetchBytes = 8192;
 template <class L, int NW, int NX, bool kTiled = false>
 void float_dot_block(const uint8_t* w, size_t ws, const float* x, size_t xs, int64_t cols, float* y, size_t ys,
-                     bool prefetch_next = false) {
+                     bool prefetch_next = false, bool stream = false) {
   using T = typename L::T;
   static_assert(!kTiled || NW == kFloatDotW);
   const T* wr[NW];
@@ -96,6 +94,13 @@ void float_dot_block(const uint8_t* w, size_t ws, const float* x, size_t xs, int
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
+    // kTileStream: the group's bytes kFloatPrefetchBytes ahead, 4 * 16 values a step (the
+    // address outside the test: GCC 12 deletes a guarded prefetch loop computing it inside).
+    const char* ahead = reinterpret_cast<const char*>(wr[0] + 4 * k) + kFloatPrefetchBytes;
+    if (kTiled && stream) {
+#pragma GCC unroll 4
+      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+    }
     if (kTiled && prefetch_next) {  // the next group: 4 * cols values on; 4 * 16 values a step
       const char* next = reinterpret_cast<const char*>(wr[0] + 4 * cols + 4 * k);
 #pragma GCC unroll 4
@@ -134,14 +139,14 @@ template <class L>
 void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
                     int flags) {
   const auto* wb = static_cast<const uint8_t*>(w);
-  const bool next = flags & kTilePrefetchNext;
+  const bool next = flags & kTilePrefetchNext, stream = flags & kTileStream;
   switch (nx) {
-    case 1: return float_dot_block<L, 4, 1, true>(wb, 0, x, xs, cols, y, ys, next);
-    case 2: return float_dot_block<L, 4, 2, true>(wb, 0, x, xs, cols, y, ys, next);
-    case 3: return float_dot_block<L, 4, 3, true>(wb, 0, x, xs, cols, y, ys, next);
-    case 4: return float_dot_block<L, 4, 4, true>(wb, 0, x, xs, cols, y, ys, next);
-    case 5: return float_dot_block<L, 4, 5, true>(wb, 0, x, xs, cols, y, ys, next);
-    default: return float_dot_block<L, 4, 6, true>(wb, 0, x, xs, cols, y, ys, next);
+    case 1: return float_dot_block<L, 4, 1, true>(wb, 0, x, xs, cols, y, ys, next, stream);
+    case 2: return float_dot_block<L, 4, 2, true>(wb, 0, x, xs, cols, y, ys, next, stream);
+    case 3: return float_dot_block<L, 4, 3, true>(wb, 0, x, xs, cols, y, ys, next, stream);
+    case 4: return float_dot_block<L, 4, 4, true>(wb, 0, x, xs, cols, y, ys, next, stream);
+    case 5: return float_dot_block<L, 4, 5, true>(wb, 0, x, xs, cols, y, ys, next, stream);
+    default: return float_dot_block<L, 4, 6, true>(wb, 0, x, xs, cols, y, ys, next, stream);
   }
 }
 
@@ -176,6 +181,30 @@ void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int 
 // starts from the activation's correction term (so the unsigned codes give the signed sum).
 
 
+// Software prefetch for a Q8_0 / Q4_0 tile, one block's worth of lines per block: the tile
+// (wd[nb][16] then codes[nb][G][16][4], contiguous, and the unit's tiles one after another)
+// is swept as one linear run, block b's share at wd + b * (kCodeBytes + 32) bytes plus
+// kTilePrefetchBytes (kTileStream: the tile streams from DRAM) or plus one tile
+// (kTilePrefetchNext: this tile is in cache, the next one is fetched). So the scales and the
+// codes, and the start of the next tile, are all covered (the 4 KiB-ahead prefetch of the
+// codes alone left the first blocks of every tile to the hardware). Prefetches never fault,
+// so reading past the matrix is harmless. 8 KiB ahead: bench/README.md (4-16 KiB and the
+// T1 hint measured).
+constexpr size_t kTilePrefetchBytes = 8192;
+template <size_t kCodeBytes>
+inline void q8_tile_prefetch(const uint16_t* wd, int64_t b, size_t tile_bytes, int flags) {
+  constexpr size_t kBlockBytes = kCodeBytes + kTileRows * sizeof(uint16_t);
+  constexpr int kLines = int((kBlockBytes + 63) / 64);
+  // The address outside the test: GCC 12 (-O2 and -O3) deletes the whole guarded loop when
+  // the address is computed inside it.
+  const size_t ahead = (flags & kTileStream) ? kTilePrefetchBytes : tile_bytes;
+  const char* p = reinterpret_cast<const char*>(wd) + size_t(b) * kBlockBytes + ahead;
+  if (flags & (kTileStream | kTilePrefetchNext)) {
+#pragma GCC unroll 16
+    for (int l = 0; l < kLines; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+  }
+}
+
 template <bool kQ4, int NX>
 void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
                     int flags) {
@@ -191,16 +220,7 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
   const int32_t* corr = x.corr;
   for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
     const uint8_t* c = codes + b * kCodeBytes;
-    if (flags & (kTileStream | kTilePrefetchNext)) {  // fetch ahead of the hardware prefetcher
-      const size_t ahead = (flags & kTileStream) ? kPrefetchBytes : tile_bytes;
-#pragma GCC unroll 16
-      for (size_t o = 0; o < kCodeBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + o), _MM_HINT_T0);
-      if (b % 2 == 0) {  // the scales: 32 bytes a block
-        const char* scales = reinterpret_cast<const char*>(wd + b * kTileRows);
-        _mm_prefetch(scales + ((flags & kTileStream) ? kPrefetchBytes / kCodeBytes * kTileRows * sizeof(uint16_t) : tile_bytes),
-                     _MM_HINT_T0);
-      }
-    }
+    q8_tile_prefetch<kCodeBytes>(wd, b, tile_bytes, flags);
     // kChains partial sums per activation row (integers: their order cannot matter), so a
     // block's vpdpbusd are not one dependent chain when few rows share the weights.
     constexpr int kChains = NX >= 4 ? 1 : (NX == 1 ? 4 : 2);

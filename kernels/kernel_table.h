@@ -109,7 +109,8 @@ constexpr int kFloatDotX = 6;
 using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride,
                             int nx, int64_t cols, float* y, size_t ys);
 // One tiled group of kFloatDotW rows at w (cols a multiple of 16) against nx activation rows.
-// flags: kTilePrefetchNext prefetches the next group (right after this one) meanwhile.
+// flags (hints, no result changes): kTilePrefetchNext prefetches the next group (right after
+// this one) meanwhile; kTileStream, the group streams from memory (prefetch ahead in it).
 using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
                                 size_t ys, int flags);
 

@@ -112,7 +112,7 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     for (int64_t j = r0; j < r1; j += kFloatDotW) {
       for (int64_t i = 0; i < c.m; i += kFloatDotX) {
         const bool last = i + kFloatDotX >= c.m && c.m > kFloatDotX;
-        rows_group(j, i, last && j + 2 * kFloatDotW <= tiled_rows ? kTilePrefetchNext : 0);
+        rows_group(j, i, (i == 0 ? kTileStream : 0) | (last && j + 2 * kFloatDotW <= tiled_rows ? kTilePrefetchNext : 0));
       }
     }
     return;

@@ -1,7 +1,7 @@
 // One matmul shape run a fixed number of times on one thread, for instruction counts and
 // single-thread CPU time of the weight-type kernels without Google Benchmark's timing loop:
 //
-//   bench_gemv_count TYPE LAYOUT ROWS COLS M ITERS [MIB]   (LAYOUT: tiled | rows)
+//   bench_gemv_count TYPE LAYOUT ROWS COLS M ITERS [MIB]   (LAYOUT: tiled | rows; TYPE F16 or a quant type)
 //   SPILLWAY_ISA=avx2 valgrind --tool=callgrind --callgrind-out-file=cg.out
 //       build/rel/bench/bench_gemv_count Q6_K tiled 2048 2048 1 4      (one command line)
 //   callgrind_annotate cg.out | grep kernels::matmul     # inclusive Ir of the ITERS calls
@@ -32,7 +32,7 @@ using namespace spillway::kernels;
 namespace {
 
 bool parse_type(const std::string& s, DType& t) {
-  for (DType c : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K}) {
+  for (DType c : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K}) {
     if (s == dtype_name(c)) {
       t = c;
       return true;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The tile GEMV kernels' software prefetch is in the machine code. It changes no result, so
+# no other test notices when the compiler drops it, and it did: GCC 12 deleted the K-quant
+# tiles' prefetch behind an early return, and the Q8_0 / Q4_0 tiles' when the address was
+# computed inside the flag test (bench/README.md). Without it the AVX2 Q8_0 / Q4_0 GEMV
+# streams from DRAM at about half speed.
+#   tile_prefetch_emitted.sh LIBSPILLWAY_KERNELS_A
+# In dot_avx2.cpp.o and dot_avx512.cpp.o, every tile kernel function (tile_dot,
+# tile_dot_block: Q8_0 / Q4_0; kquant_tile_dot, q45k_tile_rows, q6k_tile_rows: K-quants;
+# float_dot_block<..., true>: the tiled F32 / F16 / BF16 groups, AVX-512 only) of
+# more than 60 instructions must contain a prefetch instruction (the shorter ones are
+# dispatchers that jump to the others). Exit 77 (skipped) when objdump is missing or the
+# library has no such objects.
+set -euo pipefail
+lib=$1
+command -v objdump > /dev/null || { echo "objdump not found: skipped"; exit 77; }
+objdump -d -C --no-show-raw-insn "$lib" | awk '
+  /^[A-Za-z0-9_.]+\.o:[ \t]+file format/ { obj = $1; sub(/:$/, "", obj); fn = ""; next }
+  /^[0-9a-f]+ <.*>:$/ {
+    fn = ""
+    if (obj != "dot_avx2.cpp.o" && obj != "dot_avx512.cpp.o") next
+    if (match($0, /[(]anonymous namespace[)]::(tile_dot|tile_dot_block|kquant_tile_dot|q45k_tile_rows|q6k_tile_rows)<[^>]*>[(]/) ||
+        match($0, /[(]anonymous namespace[)]::float_dot_block<[^>]*, true>[(]/)) {
+      fn = obj " " substr($0, RSTART + 23, RLENGTH - 24); ins[fn] = 0; n[fn] = 0; files[obj] = 1
+    }
+    next
+  }
+  fn != "" && /^ +[0-9a-f]+:/ { ins[fn]++ }
+  fn != "" && /prefetch/ { n[fn]++ }
+  END {
+    if (length(files) == 0) { print "no tile kernels in the library: skipped"; exit 77 }
+    bad = 0; checked = 0
+    for (f in ins) {
+      if (ins[f] <= 60) continue
+      checked++
+      printf "%s: %d instructions, %d prefetch\n", f, ins[f], n[f]
+      if (n[f] == 0) { print "  ^ no prefetch instruction (dropped by the compiler, or never written)"; bad = 1 }
+    }
+    if (checked < 10) { print "only " checked " tile kernel functions found"; exit 1 }
+    exit bad
+  }'
