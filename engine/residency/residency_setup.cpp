@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/platform/direct_reader.h"
+#include "engine/platform/read_mode_probe.h"
 #include "engine/residency/residency_controller.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
@@ -81,6 +82,11 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.layer_bytes = units->layer_bytes;
   sizes.staging_bytes = units->staging_bytes;
   sizes.staging_slots = units->staging_slots;
+  // Buffered reads (chosen, or possible under auto) hold page cache while streaming.
+  if (!options.direct_io.value_or(false)) {
+    sizes.read_cache_bytes = static_cast<int64_t>(buffered_read_cache_bytes(
+        model.source().files().front(), weight_options.stream.read_threads, weight_options.stream.chunk_bytes));
+  }
   sizes.kv_bytes_per_token =
       KvCache::bytes_per_token(c, kernels::DType::F16);
   sizes.context_tokens = demand.context_tokens;
@@ -108,7 +114,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     int64_t cache = want_cache;
     if (cache < 0) {
       const int64_t used = setup.plan.non_layer_bytes + setup.plan.runtime_reserve_bytes + setup.plan.kv_reserve_bytes +
-                           setup.plan.resident_layer_bytes + setup.plan.staging_bytes;
+                           setup.plan.resident_layer_bytes + setup.plan.staging_bytes +
+                           setup.plan.read_cache_bytes;
       cache = static_cast<int64_t>(static_cast<double>(setup.plan.budget_bytes - used) * options.safety_factor);
     }
     // At least the fewest slots (the largest top-k), at most every routed expert.
@@ -154,6 +161,14 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
       mib(plan.non_layer_bytes), mib(plan.kv_reserve_bytes), mib(plan.runtime_reserve_bytes)));
   std::string map;
   for (bool r : plan.resident) map += r ? 'R' : 's';
+  if (plan.streamed_layers > 0) {
+    const int64_t used = plan.non_layer_bytes + plan.kv_reserve_bytes + plan.runtime_reserve_bytes +
+                         plan.staging_bytes + plan.read_cache_bytes + plan.resident_layer_bytes;
+    lines.push_back(fmt::format("budget use: staging {} + read cache {} (page cache of buffered reads) + "
+                                "resident layers {}; {} left (under one layer, or the safety factor's share)",
+                                mib(plan.staging_bytes), mib(plan.read_cache_bytes), mib(plan.resident_layer_bytes),
+                                mib(plan.budget_bytes - used)));
+  }
   lines.push_back(fmt::format("layers: {} resident ({}), {} streamed [{}]", plan.resident_layers,
                               mib(plan.resident_layer_bytes), plan.streamed_layers, map));
   if (plan.streamed_layers > 0) {
