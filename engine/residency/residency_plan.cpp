@@ -80,8 +80,10 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
             mib(plan.runtime_reserve_bytes))};
       }
       const double per_layer = n_layers == 0 ? 1.0 : static_cast<double>(all_layers) / n_layers;
-      n_resident = static_cast<int32_t>(
-          std::floor(static_cast<double>(room) / per_layer * options.safety_factor));
+      // An auto budget already leaves the pressure floor free (available less the floor),
+      // the margin for the reserves' estimates: the safety factor applies to explicit budgets.
+      const double safety = plan.budget_is_auto ? 1.0 : options.safety_factor;
+      n_resident = static_cast<int32_t>(std::floor(static_cast<double>(room) / per_layer * safety));
       n_resident = std::clamp(n_resident, 0, n_layers - 1);
     }
   }

@@ -17,7 +17,13 @@ namespace {
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
-constexpr int64_t kAllocatorSlackBytes = 64ll << 20;
+// What the process holds besides weights, staging, KV and workspaces: code and libraries,
+// thread stacks, malloc's arenas and fragmentation, the tokenizer's tables (by vocabulary).
+// Measured (bench/README.md, "Models bigger than memory", issue #21 read path): a 1.1B
+// Q8_0 model, vocabulary 32000, streaming in a 557 MiB cgroup, batch 16: peak RSS 417.5 MiB
+// of which weights + staging 381.4 MiB, workspaces + KV ~8 MiB: ~28 MiB. Was a fixed 64 MiB.
+constexpr int64_t kProcessSlackBytes = 24ll << 20;
+constexpr int64_t kSlackBytesPerVocabEntry = 256;
 
 }  // namespace
 
@@ -30,7 +36,8 @@ int64_t runtime_reserve_bytes(const ModelConfig& c, const ResidencyDemand& d) {
   const int64_t matmul_scratch = t * std::max<int64_t>(c.n_ff, c.n_embd) * 2;
   const int64_t recurrent_state = RecurrentState::slot_bytes(c) * std::max<int32_t>(d.state_slots, 0) +
                                   RecurrentState::state_bytes(c) * std::max<int32_t>(d.state_snapshots, 0);
-  return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + kAllocatorSlackBytes;
+  const int64_t slack = kProcessSlackBytes + kSlackBytesPerVocabEntry * c.n_vocab;
+  return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + slack;
 }
 
 Result<double> measure_disk_read_bandwidth(const std::string& path, uint64_t bytes) {
