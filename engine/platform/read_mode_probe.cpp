@@ -67,7 +67,10 @@ uint64_t device_read_ahead_bytes(const std::string& path) {
 }
 
 uint64_t buffered_read_cache_bytes(const std::string& path, int32_t threads, uint64_t chunk_bytes) {
-  return static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes + 2 * device_read_ahead_bytes(path);
+  const uint64_t bytes = static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes + 2 * device_read_ahead_bytes(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return std::min(bytes, static_cast<uint64_t>(st.st_size));
+  return bytes;
 }
 
 bool prefer_direct(bool direct_available, double direct_bytes_per_second, double buffered_bytes_per_second) {

@@ -39,8 +39,9 @@ uint64_t device_read_ahead_bytes(const std::string& path);
 
 // Page cache that buffered + DONTNEED reads of `path` hold at once, at most: the requests
 // in flight (threads x chunk_bytes, dropped as each completes) and two readahead windows
-// the kernel reads ahead of them (the current one and the asynchronous next). Charged to
-// the cgroup like anonymous memory until dropped, so the residency plan counts it.
+// the kernel reads ahead of them (the current one and the asynchronous next), at most the
+// file's size. Charged to the cgroup like anonymous memory until dropped, so the residency
+// plan counts it.
 uint64_t buffered_read_cache_bytes(const std::string& path, int32_t threads, uint64_t chunk_bytes);
 
 // Reads the last `bytes` of `path` (at most its size) `rounds` times in each mode,
