@@ -201,7 +201,11 @@ def spillway_arm(spillway, path, cg, args, read_mode="auto"):
     r = cg.run(cmd)
     if r.returncode != 0:
         return None, f"exit {r.returncode}: {r.stderr.strip()[-400:]}"
-    return json.loads(r.stdout), None
+    out = json.loads(r.stdout)
+    # The start-up log's read-mode line (what `auto` chose, and the probe's figures).
+    out["reads_line"] = next((l.split("] ", 2)[-1] if "] " in l else l for l in r.stderr.splitlines()
+                              if "reads: " in l), "")
+    return out, None
 
 
 def bench_plain(spillway, model, *flags, gen=8, threads=2):
@@ -327,6 +331,9 @@ def report_spillway_arm(arm, runs, disk, mmap_tps, mmap_read_rate, args):
               f"{res[0]['budget_bytes'] / MIB:.0f} MiB (available at start "
               f"{res[0]['memory_available_bytes_at_start'] / MIB:.0f} MiB less the pressure floor "
               f"{res[0]['pressure_floor_bytes'] / MIB:.0f} MiB).")
+        for r in sp:
+            if r["out"].get("reads_line"):
+                notes.append(f"{arm}: {r['out']['reads_line'].strip()}")
         if mmap_read_rate > disk:
             notes.append(f"{arm}: against the fastest disk read seen in this run (the mmap reader's readahead, "
                   f"{mmap_read_rate / 1e6:.0f} MB/s): decode at {100 * tg * streamed / mmap_read_rate:.0f}% of "

@@ -24,8 +24,7 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->check(CLI::IsMember({"max-throughput", "balanced", "max-context"}))
       ->capture_default_str();
   cmd.add_option("--residency-safety", f.safety_factor,
-                 "Fraction of the computed room actually filled with resident layers (an explicit "
-                 "--memory-budget; auto fills the room, its margin is the pressure floor)")
+                 "Fraction of the computed room actually filled with resident layers")
       ->envname("SPILLWAY_RESIDENCY_SAFETY")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();

@@ -80,10 +80,11 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
             mib(plan.runtime_reserve_bytes))};
       }
       const double per_layer = n_layers == 0 ? 1.0 : static_cast<double>(all_layers) / n_layers;
-      // An auto budget already leaves the pressure floor free (available less the floor),
-      // the margin for the reserves' estimates: the safety factor applies to explicit budgets.
-      const double safety = plan.budget_is_auto ? 1.0 : options.safety_factor;
-      n_resident = static_cast<int32_t>(std::floor(static_cast<double>(room) / per_layer * safety));
+      // The safety factor applies to auto budgets too: without it (tried, issue #21 read
+      // path) a 2.4B model in a 1209 MiB cgroup planned 11 layers with O_DIRECT and shed 3
+      // of them within the run (bench/README.md).
+      n_resident = static_cast<int32_t>(
+          std::floor(static_cast<double>(room) / per_layer * options.safety_factor));
       n_resident = std::clamp(n_resident, 0, n_layers - 1);
     }
   }

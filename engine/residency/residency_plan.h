@@ -2,7 +2,7 @@
 // memory budget (DESIGN.md, "The four ideas" §1).
 //
 //   resident layers N = floor((budget - non-layer - staging - read cache - runtime reserve
-//                              - KV reserve) / bytes per layer * safety)   (safety 1 for auto)
+//                              - KV reserve) / bytes per layer * safety)
 //
 // budget: --memory-budget, or "auto" = what the memory probe says is available at start
 // (the cgroup limit minus its working set, or MemAvailable without a limit). staging: the
@@ -31,9 +31,7 @@ enum class ResidencyPlacement { First, Last, Interleaved };
 struct ResidencyOptions {
   std::optional<int64_t> memory_budget_bytes;  // nullopt: auto
   ResidencyPriority priority = ResidencyPriority::Balanced;
-  // Fraction of the room filled with resident layers under an explicit budget; an auto budget
-  // (available less the pressure floor) has its margin in the floor and fills the room.
-  double safety_factor = 0.9;
+  double safety_factor = 0.9;  // fraction of the room filled with resident layers
   // nullopt: as many as the budget allows ("auto"); a number: exactly that many (clamped
   // to the layer count; "all" is the layer count).
   std::optional<int32_t> resident_layers;

@@ -79,17 +79,6 @@ TEST(ResidencyPlan, TheReadCacheOfBufferedStreamingIsCountedOnlyWhenSomethingStr
   EXPECT_NE(small.error().message.find("read cache 40.0 MiB"), std::string::npos) << small.error().message;
 }
 
-TEST(ResidencyPlan, AnAutoBudgetFillsTheRoomAnExplicitOneKeepsTheSafetyFactor) {
-  // The same 600 MiB: room 340 -> explicit 340 / 50 * 0.9 = 6.12 -> 6; auto (the pressure
-  // floor is already left out of it) 340 / 50 = 6.8 -> 6; at 620 MiB room 360: 6.48 -> 6
-  // explicit, 7.2 -> 7 auto.
-  ResidencyOptions o;
-  EXPECT_EQ(plan_residency(ten_layers(), o, 600 * kMiB)->resident_layers, 6);
-  EXPECT_EQ(plan_residency(ten_layers(), o, 620 * kMiB)->resident_layers, 7);
-  o.memory_budget_bytes = 620 * kMiB;
-  EXPECT_EQ(plan_residency(ten_layers(), o, 0)->resident_layers, 6);
-}
-
 TEST(ResidencyPlan, PriorityChangesTheKvReserve) {
   ResidencyOptions o;
   o.memory_budget_bytes = 600 * kMiB;
