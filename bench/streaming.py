@@ -201,7 +201,11 @@ def spillway_arm(spillway, path, cg, args, read_mode="auto"):
     r = cg.run(cmd)
     if r.returncode != 0:
         return None, f"exit {r.returncode}: {r.stderr.strip()[-400:]}"
-    return json.loads(r.stdout), None
+    out = json.loads(r.stdout)
+    # The start-up log's read-mode line (what `auto` chose, and the probe's figures).
+    out["reads_line"] = next((l.split("] ", 2)[-1] if "] " in l else l for l in r.stderr.splitlines()
+                              if "reads: " in l), "")
+    return out, None
 
 
 def bench_plain(spillway, model, *flags, gen=8, threads=2):
@@ -227,7 +231,9 @@ def fmt_left(left):
 
 def spillway_arms(args):
     """One Spillway arm per --read-modes entry: "spillway" for auto, "spillway-MODE" otherwise."""
-    return ["spillway" if m == "auto" else f"spillway-{m}" for m in args.read_modes]
+    arms = ["spillway" if m == "auto" else f"spillway-{m}" for m in args.read_modes]
+    # --baseline: another build's binary (e.g. main's) with --read-mode auto, alternated with the others.
+    return arms + (["baseline"] if args.baseline else [])
 
 
 def read_mode_of(arm):
@@ -254,7 +260,8 @@ def limited_arms(spillway, parent, key, path, args):
                 elif arm == "mmap":
                     out, err = mmap_arm(path, cg, args.gen)
                 else:
-                    out, err = spillway_arm(spillway, path, cg, args, read_mode_of(arm))
+                    binary = args.baseline if arm == "baseline" else spillway
+                    out, err = spillway_arm(binary, path, cg, args, read_mode_of(arm))
                 rows.setdefault(arm, []).append({"out": out, "err": err, "left": left, "peak": cg.peak_bytes(),
                                                  "oom": cg.oom_kills() - oom0, "wall": time.time() - t0})
             print(f"(round {rep + 1}: {arm} done in {time.time() - t0:.0f} s; page cache before it "
@@ -315,7 +322,8 @@ def report_spillway_arm(arm, runs, disk, mmap_tps, mmap_read_rate, args):
         resident = ", ".join(f"{x['planned_resident_layers']} → {x['resident_layers']}" for x in res)
         sheds = ", ".join(f"{x['residency_shed_total']} / {x['residency_readmit_total']}" for x in res)
         own_disk = statistics.median(x.get("disk_read_bytes_per_second", 0) for x in res)
-        print(f"| spillway `--memory-budget auto --read-mode {read_mode_of(arm)}` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
+        who = f"baseline `{args.baseline}`" if arm == "baseline" else "spillway"
+        print(f"| {who} `--memory-budget auto --read-mode {read_mode_of(arm)}` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
               f"streamed per step) "
               f"| **{100 * tg / bound:.0f}%** | {batch:.3f} | {resident} of {sp[0]['out']['layers']} | {sheds} "
               f"| {max(r['peak'] for r in sp) / MIB:.0f} MiB | {sum(r['oom'] for r in runs)} |")
@@ -323,6 +331,9 @@ def report_spillway_arm(arm, runs, disk, mmap_tps, mmap_read_rate, args):
               f"{res[0]['budget_bytes'] / MIB:.0f} MiB (available at start "
               f"{res[0]['memory_available_bytes_at_start'] / MIB:.0f} MiB less the pressure floor "
               f"{res[0]['pressure_floor_bytes'] / MIB:.0f} MiB).")
+        for r in sp:
+            if r["out"].get("reads_line"):
+                notes.append(f"{arm}: {r['out']['reads_line'].strip()}")
         if mmap_read_rate > disk:
             notes.append(f"{arm}: against the fastest disk read seen in this run (the mmap reader's readahead, "
                   f"{mmap_read_rate / 1e6:.0f} MB/s): decode at {100 * tg * streamed / mmap_read_rate:.0f}% of "
@@ -432,7 +443,11 @@ def main():
     ap.add_argument("--read-modes", default="auto",
                     help="comma-separated Spillway arms by --read-mode: auto, direct, buffered "
                          "(e.g. direct,buffered to compare O_DIRECT with buffered reads in one run)")
+    ap.add_argument("--baseline", default=None,
+                    help="a second spillway binary (e.g. main's build) run as one more arm with --read-mode auto")
     a = ap.parse_args()
+    if a.baseline:
+        a.baseline = os.path.realpath(a.baseline)
     a.read_modes = [m for m in a.read_modes.split(",") if m]
     if not a.read_modes or any(m not in ("auto", "direct", "buffered") for m in a.read_modes):
         sys.exit("--read-modes: a comma-separated list of auto, direct, buffered")

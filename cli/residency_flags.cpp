@@ -42,8 +42,8 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd.add_option("--read-mode", f.read_mode,
-                 "How streamed weights are read: auto (O_DIRECT or buffered, whichever a probe of the "
-                 "model file at start finds faster), direct (O_DIRECT) or buffered (page cache, dropped "
+                 "How streamed weights are read: auto (buffered, unless a probe of the model file at "
+                 "start finds O_DIRECT 1.5x faster), direct (O_DIRECT) or buffered (page cache, dropped "
                  "after use)")
       ->envname("SPILLWAY_READ_MODE")
       ->check(CLI::IsMember({"auto", "direct", "buffered"}))

@@ -119,7 +119,7 @@ Status ModelService::load() {
     const uint64_t by_default = std::max<uint64_t>(std::min(wanted, kDefaultKvCap),
                                                    static_cast<uint64_t>(token_bytes) * context);
     const int64_t room = plan.budget_bytes - plan.non_layer_bytes - plan.resident_layer_bytes -
-                         plan.staging_bytes - plan.runtime_reserve_bytes;
+                         plan.staging_bytes - plan.read_cache_bytes - plan.runtime_reserve_bytes;
     kv_bytes = std::max<uint64_t>(static_cast<uint64_t>(plan.kv_reserve_bytes),
                                   std::min<uint64_t>(by_default, static_cast<uint64_t>(std::max<int64_t>(room, 0))));
   }

@@ -4,8 +4,9 @@
 # anything). Usage:
 #   bench/stream_read/run.sh BUILD_DIR MODEL [ROUNDS] [STEPS]
 # Each round: dd iflag=direct bs=4M, then bench_stream_read (4 threads x 2 MiB requests)
-# with O_DIRECT as served (retiled), with O_DIRECT in the file's layout (pure I/O), and with
-# the read mode measured at start; each line gives MB/s and the ratio to that round's dd.
+# with O_DIRECT and buffered + DONTNEED, each as served (retiled) and in the file's layout
+# (pure I/O), and with the read mode measured at start; each line gives MB/s and the ratio
+# to that round's dd.
 set -euo pipefail
 build=$1 model=$2 rounds=${3:-3} steps=${4:-2}
 evict() { python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)" "$model"; }
@@ -18,7 +19,7 @@ for r in $(seq "$rounds"); do
                awk '{print $1 / $(NF-3)}')
   dd=$(awk -v b="$dd_bytes_s" 'BEGIN{printf "%d", b / 1e6}')
   line="round $r: dd $dd MB/s"
-  for cfg in "direct tiled" "direct file" "auto tiled"; do
+  for cfg in "direct tiled" "buffered tiled" "direct file" "buffered file" "auto tiled"; do
     set -- $cfg
     evict
     mbs=$("$build/bench/bench_stream_read" "$model" "$steps" 4 2 "$1" "$2" | rate)

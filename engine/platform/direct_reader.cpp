@@ -119,6 +119,8 @@ Result<const uint8_t*> DirectReader::read(uint64_t offset, uint64_t size, uint8_
   return result;
 }
 
+void DirectReader::drop_cached() const { ::posix_fadvise(buffered_fd_, 0, 0, POSIX_FADV_DONTNEED); }
+
 void AlignedBytes::Free::operator()(uint8_t* p) const { std::free(p); }
 
 AlignedBytes AlignedBytes::allocate(uint64_t size, uint64_t alignment) {

@@ -35,6 +35,11 @@ class DirectReader {
   // span_bytes(offset, size) bytes. Returns where the byte at `offset` landed inside dst.
   Result<const uint8_t*> read(uint64_t offset, uint64_t size, uint8_t* dst) const;
 
+  // Drops the whole file from the page cache (POSIX_FADV_DONTNEED; pages some process maps
+  // stay). For bytes other paths left there, e.g. the readahead around tensors read through
+  // a mapping.
+  void drop_cached() const;
+
   // Whether reads bypass the page cache through O_DIRECT (else buffered + DONTNEED).
   bool direct() const { return direct_fd_ >= 0 && !direct_refused_.load(); }
   const std::string& path() const { return path_; }

@@ -1,10 +1,13 @@
 #include "engine/platform/read_mode_probe.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -17,8 +20,6 @@
 namespace spillway::engine {
 
 namespace {
-
-constexpr double kBufferedMargin = 1.25;
 
 // Reads [begin, end) of the file through `reader` in chunk_bytes requests on `threads`
 // threads; bytes per second, or the first error.
@@ -51,6 +52,30 @@ Result<double> timed_parallel_read(const DirectReader& reader, uint64_t begin, u
 }
 
 }  // namespace
+
+uint64_t device_read_ahead_bytes(const std::string& path) {
+  constexpr uint64_t kDefault = 128 << 10;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return kDefault;
+  const std::string dev = fmt::format("/sys/dev/block/{}:{}", major(st.st_dev), minor(st.st_dev));
+  for (const char* queue : {"/queue/read_ahead_kb", "/../queue/read_ahead_kb"}) {
+    std::ifstream in(dev + queue);
+    uint64_t kb = 0;
+    if (in >> kb) return kb << 10;
+  }
+  return kDefault;
+}
+
+uint64_t buffered_read_cache_bytes(const std::string& path, int32_t threads, uint64_t chunk_bytes) {
+  const uint64_t bytes = static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes + 2 * device_read_ahead_bytes(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return std::min(bytes, static_cast<uint64_t>(st.st_size));
+  return bytes;
+}
+
+bool prefer_direct(bool direct_available, double direct_bytes_per_second, double buffered_bytes_per_second) {
+  return direct_available && direct_bytes_per_second > buffered_bytes_per_second * kDirectMargin;
+}
 
 std::string ReadModeChoice::summary() const {
   if (!direct_available) {
@@ -97,10 +122,8 @@ Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes,
     ASSIGN_OR_RETURN(const double b, timed_parallel_read(*buffered, begin, size, threads, chunk_bytes));
     choice.buffered_bytes_per_second = std::max(choice.buffered_bytes_per_second, b);
   }
-  // O_DIRECT unless buffered reads are clearly faster: buffered reads pass through the page
-  // cache (charged to the cgroup until DONTNEED drops it) and short probes are noisy.
-  choice.direct = choice.direct_available &&
-                  choice.direct_bytes_per_second * kBufferedMargin >= choice.buffered_bytes_per_second;
+  choice.direct = prefer_direct(choice.direct_available, choice.direct_bytes_per_second,
+                                choice.buffered_bytes_per_second);
   return choice;
 }
 

@@ -21,11 +21,35 @@ struct ReadModeChoice {
   std::string summary() const;           // one line for the start-up log
 };
 
+// The decision from the figures: O_DIRECT only where it is available and measured more
+// than kDirectMargin (1.5x) faster than buffered reads; otherwise buffered + DONTNEED.
+// Why buffered by default: buffered reads get the kernel's readahead (the device sees
+// read_ahead_kb-sized requests queued ahead of the copy), and in decode (reads, retiling
+// and compute sharing the cores) they beat O_DIRECT in every arm measured on the dev VM
+// (bench/README.md, "Issue #21, read path": 1.2-1.6x), including runs where this pure-read
+// probe measured O_DIRECT 1.2-1.8x faster: the probe overstates O_DIRECT, so it must win
+// clearly. The page cache buffered reads use is bounded (requests in flight + two readahead
+// windows, dropped after each request) and counted by the plan (buffered_read_cache_bytes).
+inline constexpr double kDirectMargin = 1.5;
+bool prefer_direct(bool direct_available, double direct_bytes_per_second, double buffered_bytes_per_second);
+
+// The kernel's readahead window for the block device holding `path` (its queue's
+// read_ahead_kb, or the whole disk's for a partition), in bytes; 128 KiB, the kernel's
+// default, when sysfs does not say (virtual filesystems, no sysfs).
+uint64_t device_read_ahead_bytes(const std::string& path);
+
+// Page cache that buffered + DONTNEED reads of `path` hold at once, at most: the requests
+// in flight (threads x chunk_bytes, dropped as each completes) and two readahead windows
+// the kernel reads ahead of them (the current one and the asynchronous next), at most the
+// file's size. Charged to the cgroup like anonymous memory until dropped, so the residency
+// plan counts it.
+uint64_t buffered_read_cache_bytes(const std::string& path, int32_t threads, uint64_t chunk_bytes);
+
 // Reads the last `bytes` of `path` (at most its size) `rounds` times in each mode,
 // alternating, with `threads` requests of `chunk_bytes` in flight (the streamer's shape);
 // before every buffered round the range is dropped from the page cache (DONTNEED), so
-// both modes read the device. Picks O_DIRECT unless buffered reads were more than 1.25x
-// faster. An Error when the file cannot be opened or read.
+// both modes read the device. Picks by prefer_direct() on the best round of each mode.
+// An Error when the file cannot be opened or read.
 Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes, int32_t threads = 4,
                                         uint64_t chunk_bytes = 2ull << 20, int32_t rounds = 2);
 

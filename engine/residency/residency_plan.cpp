@@ -57,7 +57,7 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
   plan.runtime_reserve_bytes = sizes.runtime_reserve_bytes;
   plan.kv_reserve_bytes = options.kv_reserve_bytes.value_or(
       kv_reserve_tokens(options.priority, sizes.context_tokens) * sizes.kv_bytes_per_token);
-  const int64_t staging_if_streaming = sizes.staging_bytes;
+  const int64_t staging_if_streaming = sizes.staging_bytes + sizes.read_cache_bytes;
   const int64_t fixed = plan.non_layer_bytes + plan.runtime_reserve_bytes + plan.kv_reserve_bytes;
 
   int32_t n_resident = 0;
@@ -73,13 +73,16 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
       if (room < 0) {
         return Error{fmt::format(
             "the memory budget of {} is too small for this model: it needs at least {} "
-            "(non-layer weights {} + streaming staging {} in {} slots + KV reserve {} + runtime {}); "
-            "raise --memory-budget or lower --residency-priority",
+            "(non-layer weights {} + streaming staging {} in {} slots + read cache {} + KV reserve {} + "
+            "runtime {}); raise --memory-budget or lower --residency-priority",
             mib(plan.budget_bytes), mib(fixed + staging_if_streaming), mib(plan.non_layer_bytes),
-            mib(staging_if_streaming), sizes.staging_slots, mib(plan.kv_reserve_bytes),
+            mib(sizes.staging_bytes), sizes.staging_slots, mib(sizes.read_cache_bytes), mib(plan.kv_reserve_bytes),
             mib(plan.runtime_reserve_bytes))};
       }
       const double per_layer = n_layers == 0 ? 1.0 : static_cast<double>(all_layers) / n_layers;
+      // The safety factor applies to auto budgets too: without it (tried, issue #21 read
+      // path) a 2.4B model in a 1209 MiB cgroup planned 11 layers with O_DIRECT and shed 3
+      // of them within the run (bench/README.md).
       n_resident = static_cast<int32_t>(
           std::floor(static_cast<double>(room) / per_layer * options.safety_factor));
       n_resident = std::clamp(n_resident, 0, n_layers - 1);
@@ -96,7 +99,8 @@ Result<ResidencyPlan> plan_residency(const ResidencySizes& sizes, const Residenc
       plan.streamed_bytes_per_step += sizes.layer_bytes[i];
     }
   }
-  plan.staging_bytes = plan.streamed_layers > 0 ? staging_if_streaming : 0;
+  plan.staging_bytes = plan.streamed_layers > 0 ? sizes.staging_bytes : 0;
+  plan.read_cache_bytes = plan.streamed_layers > 0 ? sizes.read_cache_bytes : 0;
   return plan;
 }
 

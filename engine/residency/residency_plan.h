@@ -1,8 +1,8 @@
 // Which decoder layers stay in memory and which are streamed from disk each step, under a
 // memory budget (DESIGN.md, "The four ideas" §1).
 //
-//   resident layers N = floor((budget - non-layer - staging - runtime reserve - KV reserve)
-//                             / bytes per layer * safety)
+//   resident layers N = floor((budget - non-layer - staging - read cache - runtime reserve
+//                              - KV reserve) / bytes per layer * safety)
 //
 // budget: --memory-budget, or "auto" = what the memory probe says is available at start
 // (the cgroup limit minus its working set, or MemAvailable without a limit). staging: the
@@ -31,7 +31,7 @@ enum class ResidencyPlacement { First, Last, Interleaved };
 struct ResidencyOptions {
   std::optional<int64_t> memory_budget_bytes;  // nullopt: auto
   ResidencyPriority priority = ResidencyPriority::Balanced;
-  double safety_factor = 0.9;
+  double safety_factor = 0.9;  // fraction of the room filled with resident layers
   // nullopt: as many as the budget allows ("auto"); a number: exactly that many (clamped
   // to the layer count; "all" is the layer count).
   std::optional<int32_t> resident_layers;
@@ -63,6 +63,9 @@ struct ResidencySizes {
   // The streamer's staging slots when any layer is streamed (WeightResidency::UnitSizes).
   int64_t staging_bytes = 0;
   int32_t staging_slots = 0;
+  // Page cache buffered reads of streamed pieces hold at once (read_mode_probe.h,
+  // buffered_read_cache_bytes); 0 when reads are O_DIRECT. Counted only when something streams.
+  int64_t read_cache_bytes = 0;
 };
 
 struct ResidencyPlan {
@@ -74,6 +77,7 @@ struct ResidencyPlan {
   int64_t non_layer_bytes = 0;
   int64_t resident_layer_bytes = 0;    // sum over resident layers
   int64_t staging_bytes = 0;           // 0 when nothing is streamed
+  int64_t read_cache_bytes = 0;        // page cache of buffered streaming; 0 when nothing is streamed
   int64_t kv_reserve_bytes = 0;
   int64_t runtime_reserve_bytes = 0;
   int64_t streamed_bytes_per_step = 0; // read from disk by every forward step

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/platform/direct_reader.h"
+#include "engine/platform/read_mode_probe.h"
 #include "engine/residency/residency_controller.h"
 #include "engine/state/kv_cache.h"
 #include "engine/state/recurrent_state.h"
@@ -16,7 +17,13 @@ namespace {
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
-constexpr int64_t kAllocatorSlackBytes = 64ll << 20;
+// What the process holds besides weights, staging, KV and workspaces: code and libraries,
+// thread stacks, malloc's arenas and fragmentation, the tokenizer's tables (by vocabulary).
+// Measured (bench/README.md, "Models bigger than memory", issue #21 read path): a 1.1B
+// Q8_0 model, vocabulary 32000, streaming in a 557 MiB cgroup, batch 16: peak RSS 417.5 MiB
+// of which weights + staging 381.4 MiB, workspaces + KV ~8 MiB: ~28 MiB. Was a fixed 64 MiB.
+constexpr int64_t kProcessSlackBytes = 24ll << 20;
+constexpr int64_t kSlackBytesPerVocabEntry = 256;
 
 }  // namespace
 
@@ -29,7 +36,8 @@ int64_t runtime_reserve_bytes(const ModelConfig& c, const ResidencyDemand& d) {
   const int64_t matmul_scratch = t * std::max<int64_t>(c.n_ff, c.n_embd) * 2;
   const int64_t recurrent_state = RecurrentState::slot_bytes(c) * std::max<int32_t>(d.state_slots, 0) +
                                   RecurrentState::state_bytes(c) * std::max<int32_t>(d.state_snapshots, 0);
-  return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + kAllocatorSlackBytes;
+  const int64_t slack = kProcessSlackBytes + kSlackBytesPerVocabEntry * c.n_vocab;
+  return (t * per_token + logits + attention) * 4 + matmul_scratch + recurrent_state + slack;
 }
 
 Result<double> measure_disk_read_bandwidth(const std::string& path, uint64_t bytes) {
@@ -81,6 +89,11 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.layer_bytes = units->layer_bytes;
   sizes.staging_bytes = units->staging_bytes;
   sizes.staging_slots = units->staging_slots;
+  // Buffered reads (chosen, or possible under auto) hold page cache while streaming.
+  if (!options.direct_io.value_or(false)) {
+    sizes.read_cache_bytes = static_cast<int64_t>(buffered_read_cache_bytes(
+        model.source().files().front(), weight_options.stream.read_threads, weight_options.stream.chunk_bytes));
+  }
   sizes.kv_bytes_per_token =
       KvCache::bytes_per_token(c, kernels::DType::F16);
   sizes.context_tokens = demand.context_tokens;
@@ -108,7 +121,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     int64_t cache = want_cache;
     if (cache < 0) {
       const int64_t used = setup.plan.non_layer_bytes + setup.plan.runtime_reserve_bytes + setup.plan.kv_reserve_bytes +
-                           setup.plan.resident_layer_bytes + setup.plan.staging_bytes;
+                           setup.plan.resident_layer_bytes + setup.plan.staging_bytes +
+                           setup.plan.read_cache_bytes;
       cache = static_cast<int64_t>(static_cast<double>(setup.plan.budget_bytes - used) * options.safety_factor);
     }
     // At least the fewest slots (the largest top-k), at most every routed expert.
@@ -154,6 +168,14 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
       mib(plan.non_layer_bytes), mib(plan.kv_reserve_bytes), mib(plan.runtime_reserve_bytes)));
   std::string map;
   for (bool r : plan.resident) map += r ? 'R' : 's';
+  if (plan.streamed_layers > 0) {
+    const int64_t used = plan.non_layer_bytes + plan.kv_reserve_bytes + plan.runtime_reserve_bytes +
+                         plan.staging_bytes + plan.read_cache_bytes + plan.resident_layer_bytes;
+    lines.push_back(fmt::format("budget use: staging {} + read cache {} (page cache of buffered reads) + "
+                                "resident layers {}; {} left (under one layer, or the safety factor's share)",
+                                mib(plan.staging_bytes), mib(plan.read_cache_bytes), mib(plan.resident_layer_bytes),
+                                mib(plan.budget_bytes - used)));
+  }
   lines.push_back(fmt::format("layers: {} resident ({}), {} streamed [{}]", plan.resident_layers,
                               mib(plan.resident_layer_bytes), plan.streamed_layers, map));
   if (plan.streamed_layers > 0) {

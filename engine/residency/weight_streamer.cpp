@@ -312,7 +312,11 @@ void WeightStreamer::release(int32_t id) {
 
 StreamerStats WeightStreamer::stats() const {
   std::lock_guard lk(mu_);
-  return stats_;
+  StreamerStats s = stats_;
+  // Reads in flight now: their busy stretch so far (read_seconds grows only when the
+  // readers go idle, which a steady stream may not do before stats are read).
+  if (in_flight_ > 0) s.read_seconds += seconds_between(busy_since_, Clock::now());
+  return s;
 }
 
 }  // namespace spillway::engine

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -114,7 +116,7 @@ TEST_P(DirectReaderTest, TheReadModeProbeMeasuresBothModesAndLeavesNoCache) {
   EXPECT_GT(choice->buffered_bytes_per_second, 0);
   if (choice->direct_available) {
     EXPECT_GT(choice->direct_bytes_per_second, 0);
-    EXPECT_EQ(choice->direct, choice->direct_bytes_per_second * 1.25 >= choice->buffered_bytes_per_second);
+    EXPECT_EQ(choice->direct, prefer_direct(true, choice->direct_bytes_per_second, choice->buffered_bytes_per_second));
   } else {
     EXPECT_FALSE(choice->direct);
   }
@@ -126,6 +128,34 @@ TEST_P(DirectReaderTest, TheReadModeProbeMeasuresBothModesAndLeavesNoCache) {
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->probe_bytes, bytes_.size());
   EXPECT_FALSE(choose_read_mode("/nonexistent/spillway-model.gguf", 1 << 20).ok());
+}
+
+// The decision: buffered reads (kernel readahead) unless O_DIRECT measured clearly faster;
+// never O_DIRECT where the filesystem refuses it.
+TEST(ReadModeChoice, BufferedUnlessDirectIsClearlyFaster) {
+  EXPECT_FALSE(prefer_direct(true, 1.0e9, 1.0e9));                    // a tie: buffered
+  EXPECT_FALSE(prefer_direct(true, 1.0e9, 2.0e9));                    // buffered faster
+  EXPECT_FALSE(prefer_direct(true, 1.0e9 * kDirectMargin, 1.0e9));    // within the margin
+  EXPECT_TRUE(prefer_direct(true, 1.0e9 * kDirectMargin * 1.01, 1.0e9));
+  EXPECT_FALSE(prefer_direct(false, 9.0e9, 1.0e9));                   // not available
+}
+
+// The page cache buffered streaming may hold: the requests in flight plus two of the
+// device's readahead windows (its sysfs read_ahead_kb), at most the file.
+TEST_P(DirectReaderTest, TheBufferedReadCacheIsRequestsInFlightPlusTwoReadaheadWindows) {
+  if (!GetParam()) GTEST_SKIP() << "one instance is enough";
+  const uint64_t ra = device_read_ahead_bytes(path_.string());
+  EXPECT_GE(ra, 4096u);
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  std::ifstream sysfs("/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) +
+                      "/queue/read_ahead_kb");
+  uint64_t kb = 0;
+  if (sysfs >> kb) EXPECT_EQ(ra, kb * 1024);
+  // At most the file (3 MiB here): a readahead window does not read past its end.
+  EXPECT_EQ(buffered_read_cache_bytes(path_.string(), 4, 2 << 20), std::min<uint64_t>(4 * (2u << 20) + 2 * ra, bytes_.size()));
+  EXPECT_EQ(buffered_read_cache_bytes(path_.string(), 1, 4096), std::min<uint64_t>(4096 + 2 * ra, bytes_.size()));
+  EXPECT_EQ(device_read_ahead_bytes("/nonexistent/spillway-model.gguf"), 128u << 10);
 }
 
 TEST(DirectReader, MissingFileIsAnError) {

@@ -58,6 +58,27 @@ TEST(ResidencyPlan, SmallerStagingGoesToResidentLayers) {
   EXPECT_EQ(plan_residency(ten_layers(), o, 0)->staging_bytes, 60 * kMiB);
 }
 
+TEST(ResidencyPlan, TheReadCacheOfBufferedStreamingIsCountedOnlyWhenSomethingStreams) {
+  ResidencyOptions o;
+  o.memory_budget_bytes = 600 * kMiB;
+  // room = 600 - 200 - 60 staging - 40 read cache = 300 -> 300 / 50 * 0.9 = 5.4 -> 5 layers.
+  ResidencySizes s = ten_layers();
+  s.read_cache_bytes = 40 * kMiB;
+  auto plan = plan_residency(s, o, 0);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->resident_layers, 5);
+  EXPECT_EQ(plan->staging_bytes, 60 * kMiB);
+  EXPECT_EQ(plan->read_cache_bytes, 40 * kMiB);
+  // Everything fits: no staging, no read cache.
+  o.memory_budget_bytes = 2000 * kMiB;
+  EXPECT_EQ(plan_residency(s, o, 0)->read_cache_bytes, 0);
+  // Too small: the error names the read cache among the parts.
+  o.memory_budget_bytes = 250 * kMiB;
+  auto small = plan_residency(s, o, 0);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message.find("read cache 40.0 MiB"), std::string::npos) << small.error().message;
+}
+
 TEST(ResidencyPlan, PriorityChangesTheKvReserve) {
   ResidencyOptions o;
   o.memory_budget_bytes = 600 * kMiB;

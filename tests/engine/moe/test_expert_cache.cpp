@@ -199,6 +199,9 @@ TEST_F(ExpertCacheTest, TheResidencySetupChoosesTheExpertTier) {
     o.memory_budget_bytes = k.budget;
     o.expert_cache_bytes = k.cache;
     o.priority = ResidencyPriority::MaxThroughput;
+    // O_DIRECT: the plan then holds no page cache for buffered reads (read_mode_probe.h),
+    // which at this model's size (3.4 MiB) would be the whole file.
+    o.direct_io = true;
     auto setup = set_up_residency(*model_, o, demand, FixedMemory(k.budget));
     ASSERT_TRUE(setup.ok()) << setup.error().message;
     EXPECT_EQ(setup->plan.expert_tier, k.tier) << k.budget;
