@@ -151,7 +151,9 @@ TEST_P(DirectReaderTest, TheBufferedReadCacheIsRequestsInFlightPlusTwoReadaheadW
   std::ifstream sysfs("/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) +
                       "/queue/read_ahead_kb");
   uint64_t kb = 0;
-  if (sysfs >> kb) EXPECT_EQ(ra, kb * 1024);
+  if (sysfs >> kb) {
+    EXPECT_EQ(ra, kb * 1024);
+  }
   // At most the file (3 MiB here): a readahead window does not read past its end.
   EXPECT_EQ(buffered_read_cache_bytes(path_.string(), 4, 2 << 20), std::min<uint64_t>(4 * (2u << 20) + 2 * ra, bytes_.size()));
   EXPECT_EQ(buffered_read_cache_bytes(path_.string(), 1, 4096), std::min<uint64_t>(4096 + 2 * ra, bytes_.size()));
