@@ -91,7 +91,8 @@ nlohmann::ordered_json events_json(const engine::ResidencyController& c) {
 }
 
 // `bench --diffusion`: aggregate committed tokens/s for 1, 2, 4, 8 canvases batched.
-int bench_diffusion(const BenchOptions& o, const engine::Model& model, kernels::ThreadPool& pool) {
+int bench_diffusion(const BenchOptions& o, const engine::Model& model, engine::LayerWeightSource* weights,
+                    kernels::ThreadPool& pool) {
   tools::DiffusionBenchOptions d = o.diffusion_options;
   d.prompt_tokens = o.throughput.prompt_tokens;
   d.gen_tokens = o.throughput.gen_tokens;
@@ -104,7 +105,7 @@ int bench_diffusion(const BenchOptions& o, const engine::Model& model, kernels::
   if (o.diffusion_threshold > 0.0f) d.params.threshold = o.diffusion_threshold;
   fmt::print(stderr, "measuring diffusion: prompt {} + canvas {} tokens, {} sampler, {} threads\n", d.prompt_tokens,
              d.gen_tokens, d.params.turbo() ? "turbo" : "reference", pool.size());
-  auto rows = tools::measure_diffusion(model, pool, d);
+  auto rows = tools::measure_diffusion(model, weights, pool, d);
   if (!rows) {
     fmt::print(stderr, "error: {}\n", rows.error().message);
     return 1;
@@ -132,10 +133,11 @@ int bench_diffusion(const BenchOptions& o, const engine::Model& model, kernels::
 }
 
 // `bench --sampling`: sampling time per row and per step against the step's forward.
-int bench_sampling(const BenchOptions& o, const engine::Model& model, kernels::ThreadPool& pool) {
+int bench_sampling(const BenchOptions& o, const engine::Model& model, engine::LayerWeightSource* weights,
+                   kernels::ThreadPool& pool) {
   fmt::print(stderr, "measuring sampling: a decode step of {} sequences, {} repeats, {} threads\n",
              o.sampling_options.rows, o.sampling_options.repeats, pool.size());
-  auto result = tools::measure_sampling(model, pool, o.sampling_options);
+  auto result = tools::measure_sampling(model, weights, pool, o.sampling_options);
   if (!result) {
     fmt::print(stderr, "error: {}\n", result.error().message);
     return 1;
@@ -211,9 +213,12 @@ int bench(const BenchOptions& o) {
   }
   const int threads = booted->threads;
   kernels::ThreadPool& pool = *booted->pool;
-  if (o.sampling) return bench_sampling(o, **model, pool);
-  if (o.diffusion) return bench_diffusion(o, **model, pool);
   const engine::ResidencySetup* setup = booted->residency.get();
+  // The serving path's weights (null with --no-streaming: the file mapping, repacked on
+  // every matmul).
+  engine::LayerWeightSource* weights = setup ? setup->weights.get() : nullptr;
+  if (o.sampling) return bench_sampling(o, **model, weights, pool);
+  if (o.diffusion) return bench_diffusion(o, **model, weights, pool);
   const engine::ResidencyController* controller = booted->controller.get();
   if (setup) {
     for (const std::string& line : setup->describe(**model)) fmt::print(stderr, "{}\n", line);

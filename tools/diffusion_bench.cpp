@@ -27,8 +27,8 @@ double process_cpu_seconds() {
 
 }  // namespace
 
-Result<std::vector<DiffusionBenchRow>> measure_diffusion(const engine::Model& model, kernels::ThreadPool& pool,
-                                                         const DiffusionBenchOptions& o) {
+Result<std::vector<DiffusionBenchRow>> measure_diffusion(const engine::Model& model, engine::LayerWeightSource* weights,
+                                                         kernels::ThreadPool& pool, const DiffusionBenchOptions& o) {
   const engine::ModelConfig& cfg = model.config();
   if (!cfg.is_diffusion()) return Error{"--diffusion needs a diffusion model (llada, dream, llada-moe)"};
   const int32_t length = o.prompt_tokens + o.gen_tokens;
@@ -46,7 +46,7 @@ Result<std::vector<DiffusionBenchRow>> measure_diffusion(const engine::Model& mo
   constexpr int32_t kBlock = 16;
   const int32_t blocks_per_canvas = (length + kBlock - 1) / kBlock;
   engine::KvCache kv(cfg, kBlock, blocks_per_canvas * max_canvases, kernels::DType::F32);
-  engine::ForwardPass forward(model, kv, pool, length * max_canvases, length);
+  engine::ForwardPass forward(model, kv, pool, length * max_canvases, length, weights);
   std::mt19937_64 rng(o.seed);
   std::vector<std::vector<int32_t>> prompts(max_canvases);
   for (auto& prompt : prompts) {

@@ -14,6 +14,7 @@
 #include "common/result.h"
 #include "engine/diffusion/params.h"
 #include "engine/model/model.h"
+#include "engine/residency/layer_weight_source.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::tools {
@@ -43,7 +44,9 @@ struct DiffusionBenchRow {
 
 // Errors: options the model cannot run (not a diffusion model, canvas over the context),
 // or a forward error.
-Result<std::vector<DiffusionBenchRow>> measure_diffusion(const engine::Model& model, kernels::ThreadPool& pool,
-                                                         const DiffusionBenchOptions& options);
+// weights: as measure_throughput's (the serving path's layer weights; null: the file mapping,
+// which repacks every matrix on every step).
+Result<std::vector<DiffusionBenchRow>> measure_diffusion(const engine::Model& model, engine::LayerWeightSource* weights,
+                                                         kernels::ThreadPool& pool, const DiffusionBenchOptions& options);
 
 }  // namespace spillway::tools

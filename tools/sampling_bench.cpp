@@ -59,8 +59,8 @@ std::vector<SamplingBenchCase> default_sampling_cases() {
   return cases;
 }
 
-Result<SamplingBenchResult> measure_sampling(const Model& model, kernels::ThreadPool& pool,
-                                             const SamplingBenchOptions& o) {
+Result<SamplingBenchResult> measure_sampling(const Model& model, engine::LayerWeightSource* weights,
+                                             kernels::ThreadPool& pool, const SamplingBenchOptions& o) {
   const ModelConfig& c = model.config();
   if (o.rows < 1 || o.context < 1 || o.repeats < 1) {
     return Error{"bench --sampling: rows, context and repeats must be at least 1"};
@@ -72,7 +72,7 @@ Result<SamplingBenchResult> measure_sampling(const Model& model, kernels::Thread
   constexpr int32_t kBlock = 16;
   const int32_t blocks_per_seq = (o.context + 1 + kBlock - 1) / kBlock;
   KvCache kv(c.n_layers, c.n_kv_heads, c.head_dim, kBlock, blocks_per_seq * o.rows);
-  ForwardPass forward(model, kv, pool, std::max(o.rows, o.context), o.context + 1, nullptr);
+  ForwardPass forward(model, kv, pool, std::max(o.rows, o.context), o.context + 1, weights);
   std::vector<std::vector<int32_t>> tables(o.rows);
   for (int32_t s = 0; s < o.rows; ++s) {
     for (int32_t b = 0; b < blocks_per_seq; ++b) tables[s].push_back(s * blocks_per_seq + b);

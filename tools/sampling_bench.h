@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "engine/model/model.h"
+#include "engine/residency/layer_weight_source.h"
 #include "engine/sampling/sampling.h"
 #include "kernels/thread_pool.h"
 
@@ -48,7 +49,10 @@ struct SamplingBenchResult {
 // top_k 40, min_p 0.05, temperature 1 with 5 top_logprobs, and greedy.
 std::vector<SamplingBenchCase> default_sampling_cases();
 
-Result<SamplingBenchResult> measure_sampling(const engine::Model& model, kernels::ThreadPool& pool,
-                                             const SamplingBenchOptions& options);
+// weights: the serving path's layer weights (spillway bench's residency setup: resident
+// layers tiled at load, streamed ones read ahead), or null for the file mapping, which
+// repacks every matrix into tiles on every step and so inflates the forward's time.
+Result<SamplingBenchResult> measure_sampling(const engine::Model& model, engine::LayerWeightSource* weights,
+                                             kernels::ThreadPool& pool, const SamplingBenchOptions& options);
 
 }  // namespace spillway::tools
