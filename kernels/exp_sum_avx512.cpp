@@ -2,7 +2,9 @@
 // 8-lane accumulators). Every operation of exp16 is the one exp_poly (kernels_scalar.cpp)
 // performs per element, so the outputs and the sum are bit-identical to the scalar reference.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

@@ -1,7 +1,9 @@
 // AVX-512: row operations, RoPE rotation and paged attention on 16-float vectors, with
 // masked loads/stores for tails.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
