@@ -2,7 +2,8 @@
 # run_fuzz.sh FUZZER SEED_CORPUS RUNS [extra libFuzzer flags...]
 # Runs FUZZER from seed 1 for RUNS inputs on a scratch copy of SEED_CORPUS (new inputs it
 # finds stay out of the repository). A crash, leak, timeout or out-of-memory fails, and the
-# offending input is left in the scratch folder, whose path is printed.
+# offending input is left in the scratch folder, whose path is printed. Extra flags come
+# after the defaults, and libFuzzer takes a flag's last value (e.g. -timeout=60).
 set -euo pipefail
 fuzzer=$1 seeds=$2 runs=$3; shift 3
 work=$(mktemp -d "${TMPDIR:-/tmp}/spillway-fuzz.XXXXXX")
