@@ -121,16 +121,22 @@ Result<std::span<const float>> ForwardPass::execute(const ForwardBatch& batch) {
   attention_.plan_step(ctx);
   if (Status s = delta_net_.plan_step(ctx); !s) return s.error();
 
+  Status embedded;
   timed(profile_, ForwardProfile::Embed, [&] {
-    const kernels::WeightMatrix& embd = weights_->token_embedding();
-    const int64_t embd_row_bytes = kernels::row_bytes(embd.type, cfg_.n_embd);
-    for (int32_t t = 0; t < n_tokens; ++t) {
+    const kernels::DType type = weights_->token_embedding().type;
+    embd_row_scratch_.resize(static_cast<size_t>(kernels::row_bytes(type, cfg_.n_embd)));
+    for (int32_t t = 0; t < n_tokens && embedded.ok(); ++t) {
       const int32_t id = batch.tokens[t];
       assert(id >= 0 && id < cfg_.n_vocab);
-      kernels::dequantize_row(embd.type, static_cast<const uint8_t*>(embd.data) + id * embd_row_bytes,
-                              x_.data + size_t(t) * cfg_.n_embd, cfg_.n_embd);
+      Result<const uint8_t*> row = weights_->embedding_row(id, embd_row_scratch_.data());
+      if (!row) {
+        embedded = row.error();
+        return;
+      }
+      kernels::dequantize_row(type, *row, x_.data + size_t(t) * cfg_.n_embd, cfg_.n_embd);
     }
   });
+  if (!embedded.ok()) return embedded.error();
 
   for (int32_t l = 0; l < cfg_.n_layers; ++l) {
     Result<const BlockWeights*> layer = Error{""};

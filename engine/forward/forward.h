@@ -85,6 +85,7 @@ class ForwardPass {
 
   AlignedBuffer x_, h_;                 // [tokens, n_embd]: residual stream, a block's output
   AlignedBuffer final_rows_, logits_;   // [logit rows, n_embd | n_vocab]
+  std::vector<uint8_t> embd_row_scratch_;  // one token-embedding row read from disk
   std::vector<uint8_t> matmul_scratch_storage_;
   void* matmul_scratch_ = nullptr;
   size_t matmul_scratch_bytes_ = 0;

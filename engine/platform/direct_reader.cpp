@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/huge_pages.h"
 #include "engine/platform/read_fault_injection.h"
 
 namespace spillway::engine {
@@ -119,14 +120,31 @@ Result<const uint8_t*> DirectReader::read(uint64_t offset, uint64_t size, uint8_
   return result;
 }
 
+Status DirectReader::read_cached(uint64_t offset, uint64_t size, uint8_t* dst) const {
+  if (offset > file_size_ || size > file_size_ - offset) {
+    return Error{fmt::format("{}: range of {} bytes at offset {} is past the end of the file ({} bytes)", path_,
+                             size, offset, file_size_)};
+  }
+  uint64_t got = 0;
+  const int err = injected_read_fault() == ReadFault::Eio ? EIO : pread_all(buffered_fd_, offset, size, dst, &got);
+  if (err != 0) {
+    return Error{fmt::format("{}: read of {} bytes at offset {} failed: {}", path_, size, offset, std::strerror(err))};
+  }
+  if (got < size) {
+    return Error{fmt::format("{}: read of {} bytes at offset {} ended after {}: the file is shorter than when it "
+                             "was opened ({} bytes)",
+                             path_, size, offset, got, file_size_)};
+  }
+  return {};
+}
+
 void DirectReader::drop_cached() const { ::posix_fadvise(buffered_fd_, 0, 0, POSIX_FADV_DONTNEED); }
 
 void AlignedBytes::Free::operator()(uint8_t* p) const { std::free(p); }
 
 AlignedBytes AlignedBytes::allocate(uint64_t size, uint64_t alignment) {
   AlignedBytes b;
-  const uint64_t rounded = (size + alignment - 1) / alignment * alignment;
-  void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  void* p = allocate_maybe_huge(size, alignment);
   if (!p) throw std::bad_alloc();
   b.data.reset(static_cast<uint8_t*>(p));
   b.size = size;

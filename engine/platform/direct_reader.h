@@ -35,6 +35,11 @@ class DirectReader {
   // span_bytes(offset, size) bytes. Returns where the byte at `offset` landed inside dst.
   Result<const uint8_t*> read(uint64_t offset, uint64_t size, uint8_t* dst) const;
 
+  // Reads exactly [offset, offset + size) into dst (any alignment) through the page cache,
+  // and leaves the pages there: for small ranges read again and again (token-embedding
+  // rows), whose cache the kernel reclaims under pressure like any file cache.
+  Status read_cached(uint64_t offset, uint64_t size, uint8_t* dst) const;
+
   // Drops the whole file from the page cache (POSIX_FADV_DONTNEED; pages some process maps
   // stay). For bytes other paths left there, e.g. the readahead around tensors read through
   // a mapping.
@@ -57,7 +62,8 @@ class DirectReader {
   mutable std::atomic<bool> direct_refused_{false};
 };
 
-// An aligned heap buffer for DirectReader destinations.
+// An aligned heap buffer for DirectReader destinations; buffers of 2 MiB or more are
+// advised onto transparent huge pages (common/huge_pages.h).
 struct AlignedBytes {
   struct Free {
     void operator()(uint8_t* p) const;

@@ -70,8 +70,17 @@ class LayerWeightSource {
   static constexpr int32_t kMaxMatricesHeld = 4;
   virtual Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) { return {}; }
   virtual void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) {}
+  // The token embeddings' type and shape; `data` may be null when the table stays on disk
+  // (read its rows through embedding_row).
   virtual const kernels::WeightMatrix& token_embedding() const = 0;
   virtual const kernels::WeightMatrix& output() const = 0;
+  // Token `id`'s embedding row (row_bytes(type, cols) of token_embedding(), the file's
+  // layout): a pointer into memory, or into `scratch` (that many bytes) after a read. An
+  // Error names the file when the read fails. Engine thread.
+  virtual Result<const uint8_t*> embedding_row(int32_t id, uint8_t* scratch) const {
+    const kernels::WeightMatrix& m = token_embedding();
+    return static_cast<const uint8_t*>(m.data) + int64_t{id} * kernels::row_bytes(m.type, m.cols);
+  }
 };
 
 // The routed experts `experts` of `block` (layer `layer`), when the block holds all of them

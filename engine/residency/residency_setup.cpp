@@ -100,6 +100,18 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
 
   auto plan = plan_residency(sizes, options, auto_budget);
+  // A plan that streams keeps the model file in use for good: then untied token embeddings
+  // stay on disk too (a row read per token), and their bytes go to resident layers.
+  if (!plan || plan->streamed_layers > 0) {
+    weight_options.embeddings_on_disk = true;
+    ASSIGN_OR_RETURN(const WeightResidency::UnitSizes lean, WeightResidency::measure(model, weight_options));
+    if (lean.non_layer_bytes < sizes.non_layer_bytes) {
+      sizes.non_layer_bytes = lean.non_layer_bytes;
+      plan = plan_residency(sizes, options, auto_budget);
+    } else {
+      weight_options.embeddings_on_disk = false;
+    }
+  }
 
   // MoE: the expert tier when asked for, or (auto) when the model does not fit whole.
   const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });

@@ -85,6 +85,7 @@ int32_t most_pieces_held(const BlockWeights& b) {
 
 constexpr int32_t kMaxAheadPieces = 8;
 
+
 }  // namespace
 
 WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)
@@ -101,19 +102,24 @@ Status WeightResidency::build_layout() {
   TensorLocator locator(model);
   auto tensor_of = [&](const kernels::WeightMatrix& m) { return locator.locate(m); };
 
-  // The non-layer set: token embeddings and (unless tied) the output matrix.
+  // The non-layer set: the output matrix, and the token embeddings unless they stay on
+  // disk (options_.embeddings_on_disk; tied ones are the output matrix).
   std::vector<const TensorInfo*> tensors;
-  auto embd = tensor_of(model.token_embedding());
-  if (!embd) return embd.error();
-  tensors.push_back(*embd);
-  const bool tied = model.output().data == model.token_embedding().data;
-  if (!tied) {
-    auto out = tensor_of(model.output());
-    if (!out) return out.error();
-    tensors.push_back(*out);
+  auto out = tensor_of(model.output());
+  if (!out) return out.error();
+  tensors.push_back(*out);
+  if (model.output().data != model.token_embedding().data) {
+    auto embd = tensor_of(model.token_embedding());
+    if (!embd) return embd.error();
+    if (options_.embeddings_on_disk) {
+      embd_on_disk_ = EmbeddingOnDisk{.file_index = (*embd)->file_index, .file_offset = (*embd)->file_offset};
+    } else {
+      tensors.push_back(*embd);
+    }
   }
+  // non_layer_offsets_: the output's, then the embeddings' (== when tied or on disk).
   non_layer_offsets_ = build_stream_unit(tensors, options_.coalesce_gap_bytes, non_layer_);
-  if (tied) non_layer_offsets_.push_back(non_layer_offsets_[0]);
+  if (tensors.size() == 1) non_layer_offsets_.push_back(non_layer_offsets_[0]);
 
   const auto n_layers = static_cast<int32_t>(model.layers().size());
   layers_.resize(n_layers);
@@ -238,11 +244,11 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
 
   w->non_layer_memory_ = AlignedBytes::allocate(w->non_layer_.buffer_bytes);
   SPILLWAY_TRY(read_stream_unit(files, w->non_layer_, w->non_layer_memory_.data.get(), options.stream));
-  w->token_embd_ = model.token_embedding();
-  w->token_embd_.data = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
   w->output_ = model.output();
-  uint8_t* output_bytes = w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
+  uint8_t* output_bytes = w->non_layer_memory_.data.get() + w->non_layer_offsets_[0];
   w->output_.data = output_bytes;
+  w->token_embd_ = model.token_embedding();
+  w->token_embd_.data = w->embd_on_disk_ ? nullptr : w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
   // The embeddings are looked up by row: a tied output matrix stays row-major.
   const bool tied = model.output().data == model.token_embedding().data;
   if (!tied && !options.keep_file_layout && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
@@ -462,6 +468,15 @@ int32_t WeightResidency::max_experts_per_acquire() const {
 
 ExpertCacheStats WeightResidency::expert_cache_stats() const {
   return experts_ ? experts_->stats() : ExpertCacheStats{};
+}
+
+Result<const uint8_t*> WeightResidency::embedding_row(int32_t id, uint8_t* scratch) const {
+  if (!embd_on_disk_) return LayerWeightSource::embedding_row(id, scratch);
+  const int64_t row_bytes = kernels::row_bytes(token_embd_.type, token_embd_.cols);
+  const DirectReader& file = *files_[embd_on_disk_->file_index];
+  SPILLWAY_TRY(file.read_cached(embd_on_disk_->file_offset + uint64_t(id) * uint64_t(row_bytes),
+                                static_cast<uint64_t>(row_bytes), scratch));
+  return scratch;
 }
 
 int32_t WeightResidency::resident_layers() const {

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ struct WeightResidencyOptions {
   int64_t expert_cache_bytes = -1;
   int32_t expert_read_threads = 8;        // parallel expert reads (queue depth)
   ExpertCachePolicy expert_cache_policy = ExpertCachePolicy::LruFloor;
+  // An untied token-embedding table is not copied into memory: embedding_row reads the
+  // rows each step needs through the page cache. For plans that stream (the file stays
+  // needed anyway): a step reads a row per token, and the table's bytes go to layers.
+  bool embeddings_on_disk = false;
 };
 
 class WeightResidency final : public LayerWeightSource {
@@ -110,7 +115,10 @@ class WeightResidency final : public LayerWeightSource {
   void release_layer(int32_t layer) override;
   Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
   void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
+  // With options.embeddings_on_disk (and untied embeddings) `data` is null and
+  // embedding_row reads a row through the page cache.
   const kernels::WeightMatrix& token_embedding() const override { return token_embd_; }
+  Result<const uint8_t*> embedding_row(int32_t id, uint8_t* scratch) const override;
   const kernels::WeightMatrix& output() const override { return output_; }
 
   // Between steps. make_resident reads the layer into memory (an Error leaves it streamed);
@@ -187,7 +195,12 @@ class WeightResidency final : public LayerWeightSource {
   std::vector<std::unique_ptr<DirectReader>> files_;
   std::vector<Layer> layers_;
   StreamUnit non_layer_;
-  std::vector<uint64_t> non_layer_offsets_;  // token_embd's, then output's (== when tied)
+  std::vector<uint64_t> non_layer_offsets_;  // the output matrix's, then the token embeddings
+  struct EmbeddingOnDisk {
+    int file_index = 0;
+    uint64_t file_offset = 0;  // of row 0
+  };
+  std::optional<EmbeddingOnDisk> embd_on_disk_;  // options_.embeddings_on_disk and not tied
   AlignedBytes non_layer_memory_;
   kernels::WeightMatrix token_embd_, output_;
   std::vector<Piece> pieces_;

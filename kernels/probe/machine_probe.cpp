@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {
@@ -114,7 +115,7 @@ MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& o) {
   if (m.isa == Isa::Avx512 && !has_avx512_bf16()) loops.bf16_macs = nullptr;
 
   const size_t bytes = o.buffer_bytes / 4096 * 4096;
-  auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  auto* buffer = static_cast<uint8_t*>(allocate_maybe_huge(bytes, 4096));
   if (buffer) {
     // Touch every page from all threads so the kernel backs the buffer before timing.
     pool.parallel_for(static_cast<int64_t>(bytes / 4096), [&](int64_t begin, int64_t end) {

@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/residency/residency_controller.h"
 #include "engine/residency/residency_plan.h"
+#include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
 
@@ -121,6 +122,78 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
       }
     }
   }
+}
+
+// Plans that stream leave untied token embeddings on disk: the forward reads each token's
+// row (embedding_row) instead of a copy of the table, with the same logits, and the table's
+// bytes leave the non-layer set.
+TEST_P(WeightResidencyTest, EmbeddingsOnDiskGiveTheSameLogitsAndHoldNoTable) {
+  const int32_t n = model_->config().n_layers;
+  const kernels::WeightMatrix& table = model_->token_embedding();
+  ASSERT_NE(table.data, model_->output().data) << "the demo model's embeddings are untied";
+  const int64_t table_bytes = table.rows * kernels::row_bytes(table.type, table.cols);
+  WeightResidencyOptions copied, on_disk;
+  on_disk.embeddings_on_disk = true;
+  auto copied_sizes = WeightResidency::measure(*model_, copied);
+  auto lean_sizes = WeightResidency::measure(*model_, on_disk);
+  ASSERT_TRUE(copied_sizes.ok() && lean_sizes.ok());
+  EXPECT_GE(copied_sizes->non_layer_bytes - lean_sizes->non_layer_bytes, table_bytes);
+  for (int32_t resident : {0, 3, 6}) {
+    auto w = WeightResidency::create(*model_, place_resident_layers(n, resident, ResidencyPlacement::First), on_disk);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    EXPECT_EQ((*w)->token_embedding().data, nullptr);
+    EXPECT_EQ((*w)->non_layer_bytes(), lean_sizes->non_layer_bytes);
+    expect_bit_identical(plain_, run_steps(*model_, w->get()), "embeddings on disk, resident " + std::to_string(resident));
+  }
+}
+
+// The setup keeps the table in memory when the whole model fits (the file is then not needed
+// after load) and on disk when it does not, and then plans without it.
+TEST_P(WeightResidencyTest, TheSetupLeavesEmbeddingsOnDiskOnlyWhenItStreams) {
+  struct Fixed final : MemorySource {
+    MemoryReading read() const override { return r; }
+    MemoryReading r;
+  };
+  const ResidencyDemand demand{.context_tokens = 64, .max_batch_tokens = 16, .threads = 1};
+  WeightResidencyOptions on_disk;
+  on_disk.embeddings_on_disk = true;
+  auto copied = WeightResidency::measure(*model_, WeightResidencyOptions{});
+  auto lean = WeightResidency::measure(*model_, on_disk);
+  ASSERT_TRUE(copied.ok() && lean.ok());
+  int64_t layers = 0;
+  for (int64_t b : copied->layer_bytes) layers += b;
+  const int64_t whole = runtime_reserve_bytes(model_->config(), demand) + copied->non_layer_bytes + layers +
+                        (int64_t{1} << 20);  // + the KV reserve below
+  for (const bool fits : {true, false}) {
+    ResidencyOptions o;
+    o.memory_budget_bytes = fits ? whole : whole - layers / 2;
+    o.kv_reserve_bytes = int64_t{1} << 20;
+    o.direct_io = true;
+    Fixed memory;
+    memory.r.available_bytes = memory.r.limit_bytes = *o.memory_budget_bytes;
+    auto setup = set_up_residency(*model_, o, demand, memory);
+    ASSERT_TRUE(setup.ok()) << setup.error().message;
+    // (Without the table the rest may fit whole: the file stays needed for the embeddings.)
+    if (fits) EXPECT_EQ(setup->plan.streamed_layers, 0);
+    EXPECT_EQ(setup->weights->token_embedding().data == nullptr, !fits);
+    EXPECT_EQ(setup->plan.non_layer_bytes, fits ? copied->non_layer_bytes : lean->non_layer_bytes);
+    expect_bit_identical(plain_, run_steps(*model_, setup->weights.get()), fits ? "fits" : "streams");
+  }
+}
+
+// A row that can no longer be read (the file shrank under a running server) fails the step
+// with an error naming the file; resident layers and the output matrix are not touched.
+TEST_P(WeightResidencyTest, AnEmbeddingRowPastTheEndOfTheFileIsAnErrorNamingIt) {
+  const int32_t n = model_->config().n_layers;
+  WeightResidencyOptions o;
+  o.embeddings_on_disk = true;
+  auto w = WeightResidency::create(*model_, std::vector<bool>(n, true), o);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  fs::resize_file(path_, 0);
+  std::vector<uint8_t> scratch(static_cast<size_t>(kernels::row_bytes(model_->token_embedding().type, model_->config().n_embd)));
+  auto row = (*w)->embedding_row(259, scratch.data());
+  ASSERT_FALSE(row.ok());
+  EXPECT_NE(row.error().message.find(path_.filename().string()), std::string::npos) << row.error().message;
 }
 
 TEST_P(WeightResidencyTest, StagingHoldsAFewMatricesNotWholeLayers) {
