@@ -6,13 +6,13 @@
 
 namespace spillway::kernels {
 
-void add_avx2_dot_kernels(KernelTable& t);   // matmul/dot_avx2.cpp
-void add_avx2_row_kernels(KernelTable& t);   // ops/ops_avx2.cpp
-void add_avx512_dot_kernels(KernelTable& t); // matmul/dot_avx512.cpp
-void add_avx512_row_kernels(KernelTable& t); // ops/ops_avx512.cpp
-void add_avx2_gdn_kernels(KernelTable& t);   // ops/gdn_avx2.cpp
-void add_avx512_gdn_kernels(KernelTable& t); // ops/gdn_avx512.cpp
-void add_avx2_exp_kernels(KernelTable& t);   // ops/exp_sum_avx2.cpp
-void add_avx512_exp_kernels(KernelTable& t); // ops/exp_sum_avx512.cpp
+void add_avx2_dot_kernels(KernelTable& t);   // dot_avx2.cpp
+void add_avx2_row_kernels(KernelTable& t);   // ops_avx2.cpp
+void add_avx512_dot_kernels(KernelTable& t); // dot_avx512.cpp
+void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
+void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
+void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
+void add_avx2_exp_kernels(KernelTable& t);   // exp_sum_avx2.cpp
+void add_avx512_exp_kernels(KernelTable& t); // exp_sum_avx512.cpp
 
 }  // namespace spillway::kernels
