@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels/kernel_table.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
 

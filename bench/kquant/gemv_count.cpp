@@ -24,7 +24,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 #include "kernels/thread_pool.h"
 
 using namespace spillway::kernels;

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "kernel_test_util.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {

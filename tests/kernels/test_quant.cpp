@@ -7,7 +7,7 @@
 #include <random>
 
 #include "kernel_test_util.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
 namespace {

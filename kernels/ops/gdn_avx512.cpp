@@ -2,11 +2,7 @@
 // value columns of the state: each column evolves on its own, so a block of 16 * kCols
 // columns runs the whole token loop while its [dk][16 * kCols] slice of the state stays in
 // L1. The per-column arithmetic is the scalar reference's, FMA for FMA (same bits).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
+#include "kernels/avx512_target.h"  // first: the intrinsics, GCC 12's warnings off
 
 #include <cstdint>
 

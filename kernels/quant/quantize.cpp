@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
 

@@ -1,15 +1,11 @@
 // AVX-512: row operations, RoPE rotation and paged attention on 16-float vectors, with
 // masked loads/stores for tails.
-// GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
+#include "kernels/avx512_target.h"  // first: the intrinsics, GCC 12's warnings off
 
 #include <cstdint>
 
 #include "kernels/kernel_registry.h"
+#include "kernels/ops/exp_poly_avx512.h"
 
 namespace spillway::kernels {
 
@@ -25,29 +21,12 @@ inline __m512d add_widened(__m512d acc, __m512 v) {
   return _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-// e^x, about 1 ulp (Cephes polynomial, vscalefps for 2^n); 0 below -87.34, +Inf above
-// 88.72, NaN stays NaN.
-inline __m512 exp_ps(__m512 x) {
-  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.336544f), _CMP_LT_OQ);
-  const __mmask16 too_large = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72283f), _CMP_GT_OQ);
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.336544f)), _mm512_set1_ps(88.72283f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  __m512 result = _mm512_scalef_ps(p, n);
-  result = _mm512_mask_mov_ps(result, too_small, _mm512_setzero_ps());
-  result = _mm512_mask_mov_ps(result, too_large, _mm512_set1_ps(__builtin_inff()));
-  return _mm512_mask_mov_ps(result, is_nan, x);
-}
+// e^x, about 1 ulp (vscalefps for 2^n); 0 below -87.34 (the smallest normal result), +Inf
+// above 88.72, NaN stays NaN.
+struct RowExpClamp {
+  static constexpr float kLo = -87.336544f;
+};
+inline __m512 exp_ps(__m512 x) { return exp16_clamped<RowExpClamp, true>(x); }
 
 // ---- row operations -------------------------------------------------------------------
 

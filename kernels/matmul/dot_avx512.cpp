@@ -6,18 +6,13 @@
 // activation bytes. Q4_K / Q6_K: row dots with their unsigned quants directly (Q6_K's +32
 // offset removed through the activation block sums). Every kernel keeps the per-output
 // order of its contract in kernel_table.h, so results equal the scalar reference bit for bit.
-// GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
+#include "kernels/avx512_target.h"  // first: the intrinsics, GCC 12's warnings off
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/kernel_registry.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
 

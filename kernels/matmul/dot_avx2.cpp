@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "kernels/kernel_registry.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
 

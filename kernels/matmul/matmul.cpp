@@ -11,7 +11,7 @@
 #include <cassert>
 
 #include "kernels/kernel_table.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/quant/quant_blocks.h"
 #include "kernels/thread_pool.h"
 
 namespace spillway::kernels {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/kernel_registry.h"
+#include "kernels/ops/exp_poly_avx2.h"
 
 namespace spillway::kernels {
 
@@ -29,33 +30,12 @@ inline __m256d add_widened(__m256d acc, __m256 v) {
   return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-// e^x, about 1 ulp (Cephes polynomial); 0 below -87.34, +Inf above 88.72, NaN stays NaN.
-inline __m256 exp_ps(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.336544f), _CMP_LT_OQ);
-  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283f), _CMP_GT_OQ);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336544f)), _mm256_set1_ps(88.72283f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n as two factors so that n in [-126, 128] never leaves the exponent range.
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
-  result = _mm256_andnot_ps(too_small, result);
-  result = _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), too_large);
-  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  return _mm256_blendv_ps(result, x, is_nan);
-}
+// e^x, about 1 ulp; 0 below -87.34 (the smallest normal result), +Inf above 88.72, NaN
+// stays NaN.
+struct RowExpClamp {
+  static constexpr float kLo = -87.336544f;
+};
+inline __m256 exp_ps(__m256 x) { return exp8_clamped<RowExpClamp>(x); }
 
 // ---- row operations -------------------------------------------------------------------
 
