@@ -23,7 +23,7 @@ cgroup=$(cgroup_create steady "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
 set +e
-output=$(cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 12 \
+output=$(cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 32 \
   --batch 1 --repeat 1 --threads 2 --memory-budget auto --json 2>&1)
 status=$?
 set -e
