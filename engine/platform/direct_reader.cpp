@@ -125,15 +125,20 @@ Status DirectReader::read_cached(uint64_t offset, uint64_t size, uint8_t* dst) c
     return Error{fmt::format("{}: range of {} bytes at offset {} is past the end of the file ({} bytes)", path_,
                              size, offset, file_size_)};
   }
+  const ReadFault fault = injected_read_fault();  // debug only: read_fault_injection.h
+  const char* injected = fault == ReadFault::None ? "" : " (injected fault)";
   uint64_t got = 0;
-  const int err = injected_read_fault() == ReadFault::Eio ? EIO : pread_all(buffered_fd_, offset, size, dst, &got);
+  const int err = fault == ReadFault::Eio ? EIO
+                                          : pread_all(buffered_fd_, offset, fault == ReadFault::Short ? size / 2 : size,
+                                                      dst, &got);
   if (err != 0) {
-    return Error{fmt::format("{}: read of {} bytes at offset {} failed: {}", path_, size, offset, std::strerror(err))};
+    return Error{fmt::format("{}: read of {} bytes at offset {} failed: {}{}", path_, size, offset,
+                             std::strerror(err), injected)};
   }
   if (got < size) {
     return Error{fmt::format("{}: read of {} bytes at offset {} ended after {}: the file is shorter than when it "
-                             "was opened ({} bytes)",
-                             path_, size, offset, got, file_size_)};
+                             "was opened ({} bytes){}",
+                             path_, size, offset, got, file_size_, injected)};
   }
   return {};
 }
