@@ -344,6 +344,16 @@ class Compiler {
     return {};
   }
 
+  // The (DFA state, UTF-8 state) pairs one product walk has visited (the walks below): a
+  // stamp per pair, so a lookup costs O(1) however many pairs the walk holds. utf8_step's
+  // states are 0..7.
+  void new_pair_walk() {
+    if (pair_stamp_.size() < out_->states_.size() * 8) pair_stamp_.resize(out_->states_.size() * 8, 0);
+    ++pair_gen_;
+  }
+  bool pair_seen(uint32_t t, int u) const { return pair_stamp_[size_t{t} * 8 + static_cast<size_t>(u)] == pair_gen_; }
+  void mark_pair(uint32_t t, int u) { pair_stamp_[size_t{t} * 8 + static_cast<size_t>(u)] = pair_gen_; }
+
   // kStringLoop: every safe ASCII byte (0x20-0x7F but '"' and '\\') and every complete
   // UTF-8 multi-byte character (lead C2-F4, continuations 80-BF) leads from s back to s.
   Status mark_string_loops() {
@@ -354,22 +364,24 @@ class Compiler {
         if (b != '"' && b != '\\' && out_->next(s, static_cast<uint8_t>(b)) != s) ok = false;
       if (!ok) continue;
       // Product walk with the UTF-8 automaton (grammar/utf8.h) over non-ASCII bytes.
-      std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+      std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+      size_t seen = 0;
+      new_pair_walk();
       while (!work.empty() && ok) {
         auto [q, u] = work.back();
         work.pop_back();
-        work_ += 128 + seen.size();
+        work_ += 128;
         for (int b = 0x80; b <= 0xFF && ok; ++b) {
           int nu = utf8_step(u, static_cast<uint8_t>(b));
           if (nu < 0) continue;
           uint32_t t = out_->next(q, static_cast<uint8_t>(b));
           if (t == UINT32_MAX) { ok = false; break; }
           if (nu == 0) { if (t != s) ok = false; continue; }
-          std::pair<uint32_t, int> key{t, nu};
-          if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-          if (seen.size() > 64) { ok = false; break; }
-          seen.push_back(key);
-          work.push_back(key);
+          if (pair_seen(t, nu)) continue;
+          if (seen > 64) { ok = false; break; }
+          mark_pair(t, nu);
+          ++seen;
+          work.push_back({t, nu});
         }
       }
       if (ok) out_->states_[s].flags |= kStringLoop;
@@ -401,11 +413,13 @@ class Compiler {
       uint32_t t = out_->next(s, static_cast<uint8_t>(b));
       if (t == UINT32_MAX || !add_successor(t, out)) return false;
     }
-    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+    size_t seen = 0;
+    new_pair_walk();
     while (!work.empty()) {
       auto [q, u] = work.back();
       work.pop_back();
-      work_ += 128 + seen.size() + out.size();
+      work_ += 128;
       for (int b = 0x80; b <= 0xFF; ++b) {
         int nu = utf8_step(u, static_cast<uint8_t>(b));
         if (nu < 0) continue;
@@ -415,11 +429,11 @@ class Compiler {
           if (!add_successor(t, out)) return false;
           continue;
         }
-        std::pair<uint32_t, int> key{t, nu};
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-        if (seen.size() > 256) return false;
-        seen.push_back(key);
-        work.push_back(key);
+        if (pair_seen(t, nu)) continue;
+        if (seen > 256) return false;
+        mark_pair(t, nu);
+        ++seen;
+        work.push_back({t, nu});
       }
     }
     return true;
@@ -472,11 +486,13 @@ class Compiler {
       const uint32_t t = out_->next(s, static_cast<uint8_t>(b));
       if (t != UINT32_MAX && !add(t)) return false;
     }
-    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+    size_t seen = 0;
+    new_pair_walk();
     while (!work.empty()) {
       auto [q, u] = work.back();
       work.pop_back();
-      work_ += 128 + seen.size() + out.size();
+      work_ += 128;
       for (int b = 0x80; b <= 0xFF; ++b) {
         const int nu = utf8_step(u, static_cast<uint8_t>(b));
         if (nu < 0) continue;
@@ -488,11 +504,11 @@ class Compiler {
         }
         const State& mid = out_->states_[t];
         if (mid.call_end != mid.call_begin || (mid.flags & kFinal)) return false;
-        std::pair<uint32_t, int> key{t, nu};
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-        if (seen.size() > 256) return false;
-        seen.push_back(key);
-        work.push_back(key);
+        if (pair_seen(t, nu)) continue;
+        if (seen > 256) return false;
+        mark_pair(t, nu);
+        ++seen;
+        work.push_back({t, nu});
       }
     }
     return true;
@@ -696,6 +712,8 @@ class Compiler {
   uint64_t work_ = 0;  // see charge()
   uint64_t next_clock_check_ = 65536;
   std::vector<uint8_t> succ_status_;  // safe_successors_of's memo
+  std::vector<uint32_t> pair_stamp_;  // new_pair_walk()
+  uint32_t pair_gen_ = 0;
   std::vector<uint32_t> succ_begin_, succ_end_, succ_pool_, succ_tmp_;
 };
 
