@@ -49,10 +49,11 @@ class Compiler {
       SPILLWAY_TRY(compile_rule(r));
     }
     SPILLWAY_TRY(check_left_recursion());
-    mark_string_loops();
-    compute_live_chars();
-    mark_exact_chars();
-    compute_slice_classes();
+    SPILLWAY_TRY(mark_string_loops());
+    SPILLWAY_TRY(compute_live_chars());
+    SPILLWAY_TRY(mark_exact_chars());
+    SPILLWAY_TRY(compute_slice_classes());
+    out->compile_work_ = work_;
     return std::shared_ptr<const CompiledGrammar>(std::move(out));
   }
 
@@ -62,6 +63,22 @@ class Compiler {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     if (s > limits_.max_seconds)
       return Error{"grammar compile took longer than its cap of " + std::to_string(limits_.max_seconds) + " s"};
+    return {};
+  }
+
+  // Counts `units` of work (see CompileLimits::max_work) and enforces both caps: the work
+  // cap exactly, the wall clock every 64k units.
+  Status charge(uint64_t units) {
+    work_ += units;
+    if (work_ > limits_.max_work)
+      return Error{"grammar too complex: compiling it needs more than " + std::to_string(limits_.max_work) +
+                   " steps (a regex or schema with many bounded repeats of broad classes)"};
+    if (work_ >= next_clock_check_) {
+      next_clock_check_ = work_ + 65536;
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      if (s > limits_.max_seconds)
+        return Error{"grammar compile took longer than its cap of " + std::to_string(limits_.max_seconds) + " s"};
+    }
     return {};
   }
 
@@ -170,6 +187,7 @@ class Compiler {
     while (!work.empty()) {
       uint32_t s = work.back();
       work.pop_back();
+      work_ += 1 + nfa_[s].eps.size();
       for (uint32_t t : nfa_[s].eps) {
         if (mark_[t] != mark_gen_) {
           mark_[t] = mark_gen_;
@@ -231,9 +249,13 @@ class Compiler {
       State st{};
       st.range_begin = static_cast<uint32_t>(out_->ranges_.size());
       for (auto& b : buckets) b.clear();
+      uint64_t units = 256;
       for (uint32_t s : cur)
-        for (auto [bs, t] : nfa_[s].byte_edges)
+        for (auto [bs, t] : nfa_[s].byte_edges) {
+          units += byteset_bytes_[bs].size();
           for (uint8_t b : byteset_bytes_[bs]) buckets[b].push_back(t);
+        }
+      SPILLWAY_TRY(charge(units));
       uint32_t prev_target = UINT32_MAX;
       for (int b = 0; b < 256; ++b) {
         const auto& targets = buckets[static_cast<size_t>(b)];
@@ -286,6 +308,7 @@ class Compiler {
         uint32_t s = work.back();
         work.pop_back();
         const State& st = out_->states_[s];
+        work_ += 1 + seen.size();
         if (st.flags & kFinal) fin = true;
         for (const CallEdge* c = out_->calls_begin(st); c != out_->calls_end(st); ++c) {
           if (calls_seen) calls_seen->push_back(c->rule);
@@ -321,34 +344,49 @@ class Compiler {
     return {};
   }
 
+  // The (DFA state, UTF-8 state) pairs one product walk has visited (the walks below): a
+  // stamp per pair, so a lookup costs O(1) however many pairs the walk holds. utf8_step's
+  // states are 0..7.
+  void new_pair_walk() {
+    if (pair_stamp_.size() < out_->states_.size() * 8) pair_stamp_.resize(out_->states_.size() * 8, 0);
+    ++pair_gen_;
+  }
+  bool pair_seen(uint32_t t, int u) const { return pair_stamp_[size_t{t} * 8 + static_cast<size_t>(u)] == pair_gen_; }
+  void mark_pair(uint32_t t, int u) { pair_stamp_[size_t{t} * 8 + static_cast<size_t>(u)] = pair_gen_; }
+
   // kStringLoop: every safe ASCII byte (0x20-0x7F but '"' and '\\') and every complete
   // UTF-8 multi-byte character (lead C2-F4, continuations 80-BF) leads from s back to s.
-  void mark_string_loops() {
+  Status mark_string_loops() {
     for (uint32_t s = 0; s < out_->states_.size(); ++s) {
+      SPILLWAY_TRY(charge(96));
       bool ok = true;
       for (int b = 0x20; b < 0x80 && ok; ++b)
         if (b != '"' && b != '\\' && out_->next(s, static_cast<uint8_t>(b)) != s) ok = false;
       if (!ok) continue;
       // Product walk with the UTF-8 automaton (grammar/utf8.h) over non-ASCII bytes.
-      std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+      std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+      size_t seen = 0;
+      new_pair_walk();
       while (!work.empty() && ok) {
         auto [q, u] = work.back();
         work.pop_back();
+        work_ += 128;
         for (int b = 0x80; b <= 0xFF && ok; ++b) {
           int nu = utf8_step(u, static_cast<uint8_t>(b));
           if (nu < 0) continue;
           uint32_t t = out_->next(q, static_cast<uint8_t>(b));
           if (t == UINT32_MAX) { ok = false; break; }
           if (nu == 0) { if (t != s) ok = false; continue; }
-          std::pair<uint32_t, int> key{t, nu};
-          if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-          if (seen.size() > 64) { ok = false; break; }
-          seen.push_back(key);
-          work.push_back(key);
+          if (pair_seen(t, nu)) continue;
+          if (seen > 64) { ok = false; break; }
+          mark_pair(t, nu);
+          ++seen;
+          work.push_back({t, nu});
         }
       }
       if (ok) out_->states_[s].flags |= kStringLoop;
     }
+    return {};
   }
 
   // Character-level successors of s over safe characters; false if some safe character
@@ -375,10 +413,13 @@ class Compiler {
       uint32_t t = out_->next(s, static_cast<uint8_t>(b));
       if (t == UINT32_MAX || !add_successor(t, out)) return false;
     }
-    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+    size_t seen = 0;
+    new_pair_walk();
     while (!work.empty()) {
       auto [q, u] = work.back();
       work.pop_back();
+      work_ += 128;
       for (int b = 0x80; b <= 0xFF; ++b) {
         int nu = utf8_step(u, static_cast<uint8_t>(b));
         if (nu < 0) continue;
@@ -388,22 +429,23 @@ class Compiler {
           if (!add_successor(t, out)) return false;
           continue;
         }
-        std::pair<uint32_t, int> key{t, nu};
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-        if (seen.size() > 256) return false;
-        seen.push_back(key);
-        work.push_back(key);
+        if (pair_seen(t, nu)) continue;
+        if (seen > 256) return false;
+        mark_pair(t, nu);
+        ++seen;
+        work.push_back({t, nu});
       }
     }
     return true;
   }
 
   // live_chars = distance (in characters) to a state that cannot read some safe character.
-  void compute_live_chars() {
+  Status compute_live_chars() {
     const uint32_t n = static_cast<uint32_t>(out_->states_.size());
     std::vector<std::vector<uint32_t>> preds(n);
     std::vector<uint32_t> dist(n, UINT32_MAX), queue, succ;
     for (uint32_t s = 0; s < n; ++s) {
+      SPILLWAY_TRY(charge(96 + succ.size()));
       // Cheap filter: a state without a transition on 'a' is a dead end at once.
       if (out_->next(s, 'a') == UINT32_MAX || !safe_successors(s, succ)) {
         dist[s] = 0;
@@ -415,33 +457,42 @@ class Compiler {
     for (size_t i = 0; i < queue.size(); ++i) {
       uint32_t t = queue[i];
       if (dist[t] >= 254) continue;
+      work_ += 1 + preds[t].size();
       for (uint32_t p : preds[t])
         if (dist[p] == UINT32_MAX) { dist[p] = dist[t] + 1; queue.push_back(p); }
     }
     for (uint32_t s = 0; s < n; ++s)
       out_->states_[s].live_chars = dist[s] == UINT32_MAX ? kLiveUnbounded : static_cast<uint8_t>(std::min<uint32_t>(dist[s], 254));
+    return charge(n);
   }
 
   // Every safe-character successor of s (ASCII safe bytes, complete UTF-8 characters);
   // false when one may call a rule or end its rule (the stack then holds frames that are
-  // not known here) or the UTF-8 product walk grows too large.
+  // not known here), the UTF-8 product walk grows too large, or there are more than
+  // kExactFrontier successors (mark_exact_chars gives up on such a level anyway).
+  // Called once per state through safe_successors_of (memoised).
+  static constexpr size_t kExactFrontier = 64;
   bool any_safe_successors(uint32_t s, std::vector<uint32_t>& out) {
     out.clear();
+    work_ += 96;
     auto add = [&](uint32_t t) {
       const State& st = out_->states_[t];
       if (st.range_end == st.range_begin || st.call_end != st.call_begin || (st.flags & kFinal)) return false;
       if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-      return true;
+      return out.size() <= kExactFrontier;
     };
     for (int b = 0x20; b < 0x80; ++b) {
       if (b == '"' || b == '\\') continue;
       const uint32_t t = out_->next(s, static_cast<uint8_t>(b));
       if (t != UINT32_MAX && !add(t)) return false;
     }
-    std::vector<std::pair<uint32_t, int>> work{{s, 0}}, seen;
+    std::vector<std::pair<uint32_t, int>> work{{s, 0}};
+    size_t seen = 0;
+    new_pair_walk();
     while (!work.empty()) {
       auto [q, u] = work.back();
       work.pop_back();
+      work_ += 128;
       for (int b = 0x80; b <= 0xFF; ++b) {
         const int nu = utf8_step(u, static_cast<uint8_t>(b));
         if (nu < 0) continue;
@@ -453,40 +504,70 @@ class Compiler {
         }
         const State& mid = out_->states_[t];
         if (mid.call_end != mid.call_begin || (mid.flags & kFinal)) return false;
-        std::pair<uint32_t, int> key{t, nu};
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-        if (seen.size() > 256) return false;
-        seen.push_back(key);
-        work.push_back(key);
+        if (pair_seen(t, nu)) continue;
+        if (seen > 256) return false;
+        mark_pair(t, nu);
+        ++seen;
+        work.push_back({t, nu});
       }
     }
     return true;
   }
 
+  // any_safe_successors(s), computed on first use: true and the successors in
+  // succ_pool_[succ_begin_[s], succ_end_[s]), or false. The breadth-first search below asks
+  // for the same states from many starts (each state of a chain of bounded repeats is in
+  // the search of up to 16 states before it); without the memo the compile was quadratic
+  // in such chains and spent seconds in the UTF-8 product walks.
+  enum : uint8_t { kSuccUnknown = 0, kSuccOk = 1, kSuccFail = 2 };
+  bool safe_successors_of(uint32_t s) {
+    if (succ_status_[s] == kSuccUnknown) {
+      const bool ok = any_safe_successors(s, succ_tmp_);
+      succ_status_[s] = ok ? kSuccOk : kSuccFail;
+      succ_begin_[s] = static_cast<uint32_t>(succ_pool_.size());
+      if (ok) succ_pool_.insert(succ_pool_.end(), succ_tmp_.begin(), succ_tmp_.end());
+      succ_end_[s] = static_cast<uint32_t>(succ_pool_.size());
+    }
+    return succ_status_[s] == kSuccOk;
+  }
+
   // kExactChars for states with live_chars in [1, 16) from which no live_chars + 1 safe
-  // characters can be read: breadth-first over safe-character successors.
+  // characters can be read: breadth-first over safe-character successors, giving up on a
+  // level of more than kExactFrontier states.
   static constexpr uint8_t kExactCharsBelow = 16;  // = TokenTrie::kShortSliceChars
-  void mark_exact_chars() {
-    std::vector<uint32_t> frontier, next, succ;
-    for (uint32_t s = 0; s < out_->states_.size(); ++s) {
+  Status mark_exact_chars() {
+    const uint32_t n = static_cast<uint32_t>(out_->states_.size());
+    succ_status_.assign(n, kSuccUnknown);
+    succ_begin_.assign(n, 0);
+    succ_end_.assign(n, 0);
+    succ_pool_.clear();
+    std::vector<uint32_t> frontier, next, stamp(n, 0);
+    uint32_t gen = 0;
+    for (uint32_t s = 0; s < n; ++s) {
       State& st = out_->states_[s];
       // live_chars 0: no safe character is sure to be readable; such states keep the walk
       // (cheap where none is readable, e.g. the end of a maxLength string).
       if (st.live_chars >= kExactCharsBelow || st.live_chars == 0) continue;
+      SPILLWAY_TRY(charge(1));
       frontier.assign(1, s);
       bool ok = true;
       for (uint32_t d = 0; d <= st.live_chars && ok && !frontier.empty(); ++d) {
         next.clear();
+        ++gen;
         for (uint32_t q : frontier) {
-          if (!any_safe_successors(q, succ)) { ok = false; break; }
-          for (uint32_t t : succ)
-            if (std::find(next.begin(), next.end(), t) == next.end()) next.push_back(t);
+          if (!safe_successors_of(q)) { ok = false; break; }
+          work_ += 1 + succ_end_[q] - succ_begin_[q];
+          for (uint32_t i = succ_begin_[q]; i < succ_end_[q]; ++i) {
+            const uint32_t t = succ_pool_[i];
+            if (stamp[t] != gen) { stamp[t] = gen; next.push_back(t); }
+          }
+          if (next.size() > kExactFrontier) { ok = false; break; }
         }
-        if (next.size() > 64) ok = false;
         frontier.swap(next);
       }
       if (ok && frontier.empty()) st.flags |= kExactChars;
     }
+    return {};
   }
 
   // slice_class: for each byte class of the IR with >= kMinSliceClassBytes bytes, the
@@ -497,13 +578,13 @@ class Compiler {
   // (class_live = kClassSliceBytes); others get a class whose count is exact
   // (class_live = dist, and no dist + 1 bytes of the class can be read: a hostname
   // label's last characters).
-  void compute_slice_classes() {
+  Status compute_slice_classes() {
     const uint32_t n = static_cast<uint32_t>(out_->states_.size());
     for (State& st : out_->states_) { st.slice_class = kNoSliceClass; st.class_live = 0; }
     std::vector<size_t> order;
     for (size_t i = 0; i < bytesets_.size(); ++i)
       if (bytesets_[i].count() >= kMinSliceClassBytes) order.push_back(i);
-    if (order.empty()) return;
+    if (order.empty()) return {};
     // Largest classes first: a state keeps the first class that qualifies.
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytesets_[a].count() > bytesets_[b].count(); });
     // good[s]: the bytes that lead from s to a state with byte transitions.
@@ -522,6 +603,7 @@ class Compiler {
     // some class (no r + 1): (that class, r + 1), used if no class gives kClassSliceBytes.
     std::vector<std::pair<size_t, uint8_t>> pending(n, {0, 0});
     for (size_t ci : order) {
+      SPILLWAY_TRY(charge(n));
       const ByteSet& cls = bytesets_[ci];
       live.clear();
       for (uint32_t s = 0; s < n; ++s)
@@ -542,6 +624,7 @@ class Compiler {
         }
         if (near_dead) { dist[i] = 1; queue.push_back(i); }
       }
+      SPILLWAY_TRY(charge(live.size() + 2 * edges.size()));
       std::sort(edges.begin(), edges.end());
       for (size_t q = 0; q < queue.size(); ++q) {
         const uint32_t t = queue[q];
@@ -570,6 +653,7 @@ class Compiler {
       out_->states_[st].slice_class = class_id(pending[st].first);
       out_->states_[st].class_live = static_cast<uint8_t>(pending[st].second - 1);
     }
+    return charge(n);
   }
 
   static ByteSet range_set(const ByteRange& r) {
@@ -595,6 +679,7 @@ class Compiler {
       next.clear();
       for (uint32_t q : frontier) {
         const State& qs = out_->states_[q];
+        work_ += 1 + (qs.range_end - qs.range_begin) + next.size();
         for (const ByteRange* r = out_->ranges_begin(qs); r != out_->ranges_end(qs); ++r) {
           if ((bytesets_[ci] & range_set(*r)).none()) continue;
           const uint32_t t = r->target;
@@ -624,6 +709,12 @@ class Compiler {
   uint32_t mark_gen_ = 0;
   uint64_t total_nfa_ = 0;
   uint64_t tick_ = 0;
+  uint64_t work_ = 0;  // see charge()
+  uint64_t next_clock_check_ = 65536;
+  std::vector<uint8_t> succ_status_;  // safe_successors_of's memo
+  std::vector<uint32_t> pair_stamp_;  // new_pair_walk()
+  uint32_t pair_gen_ = 0;
+  std::vector<uint32_t> succ_begin_, succ_end_, succ_pool_, succ_tmp_;
 };
 
 Result<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(const Grammar& g,

@@ -19,6 +19,13 @@ struct CompileLimits {
   uint32_t max_nfa_states = 400'000;  // Thompson states over all rules
   uint32_t max_dfa_states = 200'000;  // determinized states over all rules
   double max_seconds = 1.0;           // wall-clock cap of one compile
+  // Deterministic cap on the compile's work (CompiledGrammar::compile_work units: roughly
+  // one per byte, edge or automaton state looked at; 3-8 ns each in a Release build on the
+  // loaded dev machine, so 250M is ~1-2 s and the wall clock usually stops such a compile
+  // first). Over it, compile() fails with "grammar too complex" whatever the machine's load.
+  // The bench schemas need < 6M units, JSON-Schema-Test-Suite schemas < 0.5M, the largest
+  // grammar the fuzz corpus compiles (86k states) 190M.
+  uint64_t max_work = 250'000'000;
 };
 
 struct ByteRange {
@@ -87,6 +94,9 @@ class CompiledGrammar {
   const std::string& rule_name(RuleId r) const { return rule_names_[r]; }
   // The byte classes that some state's slice_class refers to.
   const std::vector<ByteSet>& slice_classes() const { return slice_classes_; }
+  // The work compile() did (units of CompileLimits::max_work): deterministic for a grammar,
+  // so tests can bound it without timing.
+  uint64_t compile_work() const { return compile_work_; }
 
  private:
   std::vector<State> states_;
@@ -96,6 +106,7 @@ class CompiledGrammar {
   std::vector<std::string> rule_names_;
   std::vector<ByteSet> slice_classes_;
   RuleId root_ = 0;
+  uint64_t compile_work_ = 0;
   friend class Compiler;
 };
 

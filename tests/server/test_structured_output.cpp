@@ -127,5 +127,21 @@ TEST(StructuredOutput, CompilesAreCachedAndCounted) {
   EXPECT_FALSE(accepts(*a, "counted-c"));
 }
 
+// A regex whose compile needs more work than grammar::CompileLimits::max_work (chains of '.'
+// after a loop: ~100k automaton states) is a 400 naming the field, not a slow request. Under
+// sanitizers the wall-clock cap may stop it first: also a 400.
+TEST(StructuredOutput, TooComplexRegexIsA400) {
+  api::StructuredOutput s;
+  s.kind = api::StructuredOutput::Kind::Regex;
+  s.text = "[a-z]*x............opic power sch";
+  s.param = "guided_regex";
+  GrammarResult g = compile_structured_output(s);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().status, 400);
+  EXPECT_EQ(g.error().param, "guided_regex");
+  const std::string& m = g.error().message;
+  EXPECT_TRUE(m.find("too complex") != std::string::npos || m.find("longer than its cap") != std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace spillway::server
