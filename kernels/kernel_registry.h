@@ -14,5 +14,12 @@ void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
 void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
 void add_avx2_exp_kernels(KernelTable& t);   // exp_sum_avx2.cpp
 void add_avx512_exp_kernels(KernelTable& t); // exp_sum_avx512.cpp
+void add_avx2_sample_scan_kernels(KernelTable& t);   // sample_scan_avx2.cpp
+void add_avx512_sample_scan_kernels(KernelTable& t); // sample_scan_avx512.cpp
+// The scalar references (sample_scan.cpp), for the scalar table.
+RowRange row_range_scalar(const float* x, int64_t n);
+double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                          double* band);
+int64_t band_ids_scalar(const float* x, int64_t n, float lo, float hi, int32_t* ids);
 
 }  // namespace spillway::kernels

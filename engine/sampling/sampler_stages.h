@@ -69,6 +69,7 @@ struct SamplerScratch {
   std::vector<int32_t> count;         // per bucket: ids (top-k)
   std::vector<float> raw_logits;      // logits before any stage, kept for logprobs
   std::vector<int32_t> ids;           // top-logprob selection
+  std::vector<int32_t> band;          // band_draw: the ids of one logit band
   std::vector<uint64_t> allowed;      // the constraint's bitmask
 };
 
@@ -85,7 +86,7 @@ struct SamplingRow {
 
   float inv_temperature = 1.0f;
 
-  // Logit range over the finite logits (ensure_range).
+  // Logit range over the finite logits (ensure_range: kernels::row_range, one vectorized pass).
   bool have_range = false;
   float max_logit = 0.0f, min_logit = 0.0f;
   int32_t best_id = 0;    // the best-ranked id

@@ -1,0 +1,32 @@
+// The draw of plain temperature sampling (no top-k / top-p / min-p cut-off): the old sorting
+// sampler's rank-ordered inverse CDF, found with a few vectorized passes over the row.
+//
+//   1. kernels::row_range: max, min, argmax, finite count (SamplingRow::ensure_range);
+//   2. kernels::exp_scaled_sum: the exps of (logit - max) * 1/T into scratch->probs, their sum S;
+//   3. kernels::band_masses: p = float(e * (1/S)) (the old sampler's probabilities), their
+//      total and their masses in kMassBands logit bands spread over [min, max] (bands are
+//      rank-ordered: band j holds better ranks than band j + 1);
+//   4. one uniform number r in [0, total) from the row's RNG (the old sampler's single call);
+//   5. the band where the cumulative band mass reaches r; kernels::band_ids lists its ids;
+//   6. inside it, a histogram of (top - logit) buckets over those ids only, then the crossing
+//      bucket's ids are ordered by weighted_select.
+// The masses are summed in double in a different order than the old sorted walk, so (as for
+// the rest of the chain, sampler_stages.h) a token differs only when r falls within a few
+// ulps of a double of a cumulative boundary.
+//
+// Thread contract: as SamplingRow (one thread at a time per row and scratch).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/sampling/sampler_stages.h"
+
+namespace spillway::engine {
+
+// Draws the token of `row` at row.inv_temperature over every finite id (no cut-offs, no
+// candidate set). Consumes one uniform number from row.rng unless no id is finite (then
+// returns 0 without drawing, as DrawStage always did). Leaves scratch->probs holding exps,
+// not probabilities: the row is not dense afterwards (have_dense stays false).
+int32_t band_draw(SamplingRow& row);
+
+}  // namespace spillway::engine

@@ -1,0 +1,82 @@
+// The scalar references of the sampler's row scans (sample_scan.h) and their public entry
+// points (the active ISA's table). The AVX2 / AVX-512 versions are in sample_scan_avx2.cpp /
+// sample_scan_avx512.cpp and give the same bits.
+#include "kernels/sample_scan.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
+
+namespace spillway::kernels {
+
+RowRange row_range_scalar(const float* x, int64_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  RowRange r{-kInf, kInf, 0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v > r.max) {  // strict: the lowest index keeps a tie; NaN never enters
+      r.max = v;
+      r.argmax = i;
+    }
+    if (v != -kInf) {
+      ++r.n_finite;
+      if (v < r.min) r.min = v;  // NaN never enters
+    }
+  }
+  return r;
+}
+
+double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                          double* band) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  double a[kMassBands + 1][8] = {};  // bands, then the total
+  for (int64_t i = 0; i < n; ++i) {
+    const double p = static_cast<float>(static_cast<double>(e[i]) * inv_sum);
+    const int l = static_cast<int>(i % 8);
+    a[kMassBands][l] += p;
+    float upper = kInf;
+    for (int j = 0; j < kMassBands; ++j) {
+      a[j][l] += (x[i] >= lower[j] && x[i] < upper) ? p : 0.0;
+      upper = lower[j];
+    }
+  }
+  double sums[kMassBands + 1];
+  for (int j = 0; j <= kMassBands; ++j) {
+    double s4[4], s2[2];
+    for (int l = 0; l < 4; ++l) s4[l] = a[j][l] + a[j][l + 4];
+    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+    sums[j] = s2[0] + s2[1];
+  }
+  for (int j = 0; j < kMassBands; ++j) band[j] = sums[j];
+  return sums[kMassBands];
+}
+
+int64_t band_ids_scalar(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+  }
+  return c;
+}
+
+namespace {
+const KernelTable& table() {
+  static const KernelTable& t = kernels_for(active_isa());
+  return t;
+}
+}  // namespace
+
+RowRange row_range(const float* x, int64_t n) { return table().row_range(x, n); }
+
+double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                   double* band) {
+  return table().band_masses(x, e, n, inv_sum, lower, band);
+}
+
+int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+  return table().band_ids(x, n, lo, hi, ids);
+}
+
+}  // namespace spillway::kernels

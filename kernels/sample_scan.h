@@ -1,0 +1,44 @@
+// Row scans for the sampler (engine/sampling): the range of a logit row with its argmax, the
+// probability masses of a row in a few logit bands, and the ids of one band. Dispatched
+// through KernelTable::row_range / band_masses / band_ids like exp_scaled_sum (exp_sum.h).
+//
+// All three are pure functions of their inputs, single thread, no allocation; every ISA
+// gives bit-identical results (tests/kernels/test_sample_scan.cpp checks each ISA against
+// the scalar reference in sample_scan.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace spillway::kernels {
+
+// The range of a row of n floats.
+//   max:     the largest value that is not NaN; -inf when there is none (n == 0, all -inf / NaN)
+//   argmax:  the lowest index i with x[i] == max (0 when max is -inf); max == x[argmax] then
+//   min:     the smallest value that is neither -inf nor NaN; +inf when there is none
+//   n_finite: how many x[i] != -inf (NaN counts, as the sampler always counted it)
+struct RowRange {
+  float max;
+  float min;
+  int64_t argmax;
+  int64_t n_finite;
+};
+RowRange row_range(const float* x, int64_t n);
+
+// Bands over a logit row: band j holds the ids with lower[j] <= x[i] < lower[j - 1] (band 0:
+// lower[0] <= x[i] < +inf); lower[] is non-increasing, kMassBands entries. -inf, +inf and
+// NaN logits are in no band (lower[kMassBands - 1] = -FLT_MAX takes every other value).
+constexpr int kMassBands = 8;
+
+// With p[i] = float(double(e[i]) * inv_sum) (the sampler's probability of id i: e its
+// exp, inv_sum 1 / the sum of the exps), writes band[j] = the sum over band j's ids of p[i]
+// and returns the sum of p[i] over every i < n, all in double, each in this fixed order:
+// 8 lanes, lane l adding the terms of i = l (mod 8) in increasing i from +0 (a term outside
+// the band adds +0), then s4[l] = a[l] + a[l + 4], s2[l] = s4[l] + s4[l + 2], s2[0] + s2[1].
+double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                   double* band);
+
+// Writes the indices i < n with lo <= x[i] < hi, in increasing order, to ids (room for n);
+// returns how many (band j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf).
+int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids);
+
+}  // namespace spillway::kernels

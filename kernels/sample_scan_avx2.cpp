@@ -1,0 +1,125 @@
+// AVX2: the sampler's row scans (sample_scan.h), 8 floats per step. Results are
+// order-independent (row_range, band_ids) or follow the contract's 8-lane double order
+// (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "kernels/kernel_registry.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The n < 8 remaining floats, the other lanes `fill`.
+inline __m256 load_tail(const float* p, int64_t n, float fill) {
+  alignas(32) float tmp[8];
+  for (int j = 0; j < 8; ++j) tmp[j] = j < n ? p[j] : fill;
+  return _mm256_load_ps(tmp);
+}
+
+RowRange row_range_avx2(const float* x, int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-kInf);
+  __m256 mx = neg_inf, mn = _mm256_set1_ps(kInf);
+  __m256i arg = _mm256_setzero_si256();
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i step = _mm256_set1_epi32(8);
+  int64_t finite = 0;
+  auto scan = [&](__m256 v) {
+    const __m256 gt = _mm256_cmp_ps(v, mx, _CMP_GT_OQ);  // strict: first index kept
+    mx = _mm256_blendv_ps(mx, v, gt);
+    arg = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(arg), _mm256_castsi256_ps(idx), gt));
+    const __m256 not_ninf = _mm256_cmp_ps(v, neg_inf, _CMP_NEQ_UQ);  // NaN counts
+    finite += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(not_ninf)));
+    const __m256 lt = _mm256_and_ps(_mm256_cmp_ps(v, mn, _CMP_LT_OQ), not_ninf);
+    mn = _mm256_blendv_ps(mn, v, lt);
+    idx = _mm256_add_epi32(idx, step);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) scan(_mm256_loadu_ps(x + i));
+  if (i < n) scan(load_tail(x + i, n - i, -kInf));  // -inf lanes: not counted, never max
+  alignas(32) float m[8], lo[8];
+  alignas(32) int32_t a[8];
+  _mm256_store_ps(m, mx);
+  _mm256_store_ps(lo, mn);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(a), arg);
+  RowRange r{-kInf, kInf, 0, finite};
+  for (int l = 0; l < 8; ++l) {
+    if (m[l] > r.max || (m[l] == r.max && m[l] != -kInf && a[l] < r.argmax)) {
+      r.max = m[l];
+      r.argmax = a[l];
+    }
+    if (lo[l] < r.min) r.min = lo[l];
+  }
+  return r;
+}
+
+double band_masses_avx2(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                        double* band) {
+  // 8 double lanes as two 4-lane halves per band (lanes 0-3, 4-7).
+  __m256d acc[kMassBands][2], total[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (int j = 0; j < kMassBands; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_pd();
+  const __m256d vinv = _mm256_set1_pd(inv_sum);
+  const __m256 pos_inf = _mm256_set1_ps(kInf);
+  auto step = [&](__m256 v, __m256 ev) {
+    const __m256d p0 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(ev)), vinv)));
+    const __m256d p1 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(ev, 1)), vinv)));
+    total[0] = _mm256_add_pd(total[0], p0);
+    total[1] = _mm256_add_pd(total[1], p1);
+    __m256 above = _mm256_cmp_ps(v, pos_inf, _CMP_LT_OQ);
+    for (int j = 0; j < kMassBands; ++j) {
+      const __m256 ge = _mm256_cmp_ps(v, _mm256_set1_ps(lower[j]), _CMP_GE_OQ);
+      const __m256 in = _mm256_and_ps(ge, above);
+      above = _mm256_andnot_ps(ge, above);
+      // Widen the 8 float masks to two 4 x 64-bit masks; outside the band add +0.
+      const __m256i in_i = _mm256_castps_si256(in);
+      const __m256d m0 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(in_i)));
+      const __m256d m1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(in_i, 1)));
+      acc[j][0] = _mm256_add_pd(acc[j][0], _mm256_and_pd(m0, p0));
+      acc[j][1] = _mm256_add_pd(acc[j][1], _mm256_and_pd(m1, p1));
+    }
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(e + i));
+  // Lanes past n: x = -inf (no band), e = 0 (adds +0).
+  if (i < n) step(load_tail(x + i, n - i, -kInf), load_tail(e + i, n - i, 0.0f));
+  auto tree = [](const __m256d* a) {
+    const __m256d s4 = _mm256_add_pd(a[0], a[1]);
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+  };
+  for (int j = 0; j < kMassBands; ++j) band[j] = tree(acc[j]);
+  return tree(total);
+}
+
+int64_t band_ids_avx2(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t c = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    unsigned k = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vlo, _CMP_GE_OQ), _mm256_cmp_ps(v, vhi, _CMP_LT_OQ))));
+    while (k) {
+      ids[c++] = static_cast<int32_t>(i + __builtin_ctz(k));
+      k &= k - 1;
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+  }
+  return c;
+}
+
+}  // namespace
+
+void add_avx2_sample_scan_kernels(KernelTable& t) {
+  t.row_range = row_range_avx2;
+  t.band_masses = band_masses_avx2;
+  t.band_ids = band_ids_avx2;
+}
+
+}  // namespace spillway::kernels

@@ -1,0 +1,149 @@
+// AVX-512: the sampler's row scans (sample_scan.h), 16 floats per step. Results are
+// order-independent (row_range, band_ids) or follow the contract's 8-lane double order
+// (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
+// GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "kernels/kernel_registry.h"
+
+namespace spillway::kernels {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+RowRange row_range_avx512(const float* x, int64_t n) {
+  const __m512 neg_inf = _mm512_set1_ps(-kInf);
+  __m512 mx = neg_inf, mn = _mm512_set1_ps(kInf);
+  __m512i arg = _mm512_setzero_si512();
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  int64_t finite = 0;
+  // Index lanes are int32: rows up to 2^31 floats (a vocabulary).
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __mmask16 gt = _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ);  // strict: first index kept
+    mx = _mm512_mask_mov_ps(mx, gt, v);
+    arg = _mm512_mask_mov_epi32(arg, gt, idx);
+    const __mmask16 not_ninf = _mm512_cmp_ps_mask(v, neg_inf, _CMP_NEQ_UQ);  // NaN counts
+    finite += __builtin_popcount(not_ninf);
+    const __mmask16 lt = _mm512_cmp_ps_mask(v, mn, _CMP_LT_OQ);  // -inf and NaN never enter
+    mn = _mm512_mask_mov_ps(mn, lt & not_ninf, v);
+    idx = _mm512_add_epi32(idx, step);
+  }
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_mask_loadu_ps(neg_inf, k, x + i);
+    const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, v, mx, _CMP_GT_OQ);
+    mx = _mm512_mask_mov_ps(mx, gt, v);
+    arg = _mm512_mask_mov_epi32(arg, gt, idx);
+    const __mmask16 not_ninf = _mm512_mask_cmp_ps_mask(k, v, neg_inf, _CMP_NEQ_UQ);
+    finite += __builtin_popcount(not_ninf);
+    const __mmask16 lt = _mm512_cmp_ps_mask(v, mn, _CMP_LT_OQ);
+    mn = _mm512_mask_mov_ps(mn, lt & not_ninf, v);
+  }
+  alignas(64) float m[16], lo[16];
+  alignas(64) int32_t a[16];
+  _mm512_store_ps(m, mx);
+  _mm512_store_ps(lo, mn);
+  _mm512_store_si512(a, arg);
+  RowRange r{-kInf, kInf, 0, finite};
+  for (int l = 0; l < 16; ++l) {
+    if (m[l] > r.max || (m[l] == r.max && m[l] != -kInf && a[l] < r.argmax)) {
+      r.max = m[l];
+      r.argmax = a[l];
+    }
+    if (lo[l] < r.min) r.min = lo[l];
+  }
+  return r;
+}
+
+// The contract's tree over 8 double lanes.
+inline double tree8(__m512d a) {
+  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1));
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+}
+
+double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                          double* band) {
+  __m512 low[kMassBands];
+  for (int j = 0; j < kMassBands; ++j) low[j] = _mm512_set1_ps(lower[j]);
+  const __m512 pos_inf = _mm512_set1_ps(kInf);
+  const __m512d vinv = _mm512_set1_pd(inv_sum);
+  __m512d acc[kMassBands], total = _mm512_setzero_pd();
+  for (int j = 0; j < kMassBands; ++j) acc[j] = _mm512_setzero_pd();
+  // One step of 16: elements i..i+7 then i+8..i+15 into the same 8 lanes, in that order.
+  auto step = [&](__m512 v, __m512 ev, __mmask16 k) {
+    const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(ev));
+    const __m512d e1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ev), 1)));
+    const __m512d p0 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_mul_pd(e0, vinv)));
+    const __m512d p1 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_mul_pd(e1, vinv)));
+    total = _mm512_add_pd(total, p0);
+    total = _mm512_add_pd(total, p1);
+    __mmask16 above = _mm512_mask_cmp_ps_mask(k, v, pos_inf, _CMP_LT_OQ);  // x < upper of band 0
+    for (int j = 0; j < kMassBands; ++j) {
+      const __mmask16 ge = _mm512_mask_cmp_ps_mask(k, v, low[j], _CMP_GE_OQ);
+      const __mmask16 in = ge & above;
+      above = above & ~ge;  // x < lower[j]: the next band's upper bound
+      acc[j] = _mm512_mask_add_pd(acc[j], __mmask8(in), acc[j], p0);
+      acc[j] = _mm512_mask_add_pd(acc[j], __mmask8(in >> 8), acc[j], p1);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) step(_mm512_loadu_ps(x + i), _mm512_loadu_ps(e + i), __mmask16(0xffff));
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1);
+    // Lanes past n: e = 0 adds +0 to the total, and they are in no band.
+    step(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, e + i), k);
+  }
+  for (int j = 0; j < kMassBands; ++j) band[j] = tree8(acc[j]);
+  return tree8(total);
+}
+
+int64_t band_ids_avx512(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  int64_t c = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __mmask16 k = _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
+    if (k) {
+      // Compress in a register, then a plain 16-lane store (compress-to-memory is slow on
+      // some cores): lanes past the count are overwritten later; within ids' room n while
+      // c + 16 <= n, else a masked store.
+      const __m512i packed = _mm512_maskz_compress_epi32(k, idx);
+      if (c + 16 <= n) {
+        _mm512_storeu_si512(ids + c, packed);
+      } else {
+        _mm512_mask_storeu_epi32(ids + c, __mmask16((1u << __builtin_popcount(k)) - 1), packed);
+      }
+      c += __builtin_popcount(k);
+    }
+    idx = _mm512_add_epi32(idx, step);
+  }
+  for (; i < n; ++i) {
+    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+  }
+  return c;
+}
+
+}  // namespace
+
+void add_avx512_sample_scan_kernels(KernelTable& t) {
+  t.row_range = row_range_avx512;
+  t.band_masses = band_masses_avx512;
+  t.band_ids = band_ids_avx512;
+}
+
+}  // namespace spillway::kernels

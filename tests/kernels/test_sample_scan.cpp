@@ -1,0 +1,198 @@
+// The sampler's row scans (kernels/sample_scan.h): the scalar reference against the contract
+// written out here (a plain scan, the 8-lane double order), and every ISA against the scalar
+// reference bit for bit (the sampler's seeded draws must not depend on the ISA), on rows with
+// ties, -inf, NaN, +inf and every tail length.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/exp_sum.h"
+#include "kernels/sample_scan.h"
+
+namespace spillway::kernels {
+namespace {
+
+using testing::random_floats;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kLengths[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257, 4000, 151936};
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// kind 0: normal; 1: coarse (multiples of 0.5, many ties) with -inf; 2: all -inf; 3: a NaN,
+// a +inf and -0.0 / +0.0 ties as the maximum.
+std::vector<float> scan_row(int64_t n, uint32_t seed, int kind) {
+  std::vector<float> x = random_floats(n, seed, 3.0f);
+  std::mt19937 g(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    if (kind == 1) {
+      x[size_t(i)] = std::round(x[size_t(i)] * 2.0f) / 2.0f;
+      if (g() % 10 == 0) x[size_t(i)] = -kInf;
+    }
+    if (kind == 2) x[size_t(i)] = -kInf;
+  }
+  if (kind == 3 && n > 4) {
+    for (float& v : x) v = -std::fabs(v) - 1.0f;
+    x[size_t(n / 2)] = 0.0f;
+    x[size_t(n / 3)] = -0.0f;  // ties with +0.0; the lower index wins
+    x[size_t(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+    x[1] = -kInf;
+  }
+  return x;
+}
+
+TEST(RowRange, ScalarReferenceIsAPlainScan) {
+  const KernelTable& kt = kernels_for(Isa::Scalar);
+  for (int64_t n : kLengths) {
+    for (int kind = 0; kind < 4; ++kind) {
+      const std::vector<float> x = scan_row(n, uint32_t(n * 4 + kind), kind);
+      const RowRange r = kt.row_range(x.data(), n);
+      float mx = -kInf, mn = kInf;
+      int64_t finite = 0;
+      for (float v : x) {
+        if (!std::isnan(v)) mx = std::max(mx, v);
+        if (v != -kInf) ++finite;
+        if (v != -kInf && !std::isnan(v)) mn = std::min(mn, v);
+      }
+      int64_t arg = 0;
+      if (mx != -kInf) {
+        while (!(x[size_t(arg)] == mx)) ++arg;
+      }
+      EXPECT_EQ(r.max, mx) << "n=" << n << " kind=" << kind;
+      EXPECT_EQ(r.argmax, arg) << "n=" << n << " kind=" << kind;
+      EXPECT_EQ(r.min, mn) << "n=" << n << " kind=" << kind;
+      EXPECT_EQ(r.n_finite, finite) << "n=" << n << " kind=" << kind;
+      if (n > 0 && mx != -kInf) {
+        EXPECT_EQ(std::memcmp(&r.max, &x[size_t(arg)], 4), 0);
+      }
+    }
+  }
+}
+
+TEST(RowRange, EveryIsaGivesTheScalarResult) {
+  const KernelTable& ref = kernels_for(Isa::Scalar);
+  for (Isa isa : supported_isas()) {
+    const KernelTable& kt = kernels_for(isa);
+    for (int64_t n : kLengths) {
+      for (int kind = 0; kind < 4; ++kind) {
+        const std::vector<float> x = scan_row(n, uint32_t(n * 4 + kind + 1), kind);
+        const RowRange want = ref.row_range(x.data(), n), got = kt.row_range(x.data(), n);
+        EXPECT_EQ(std::memcmp(&got.max, &want.max, 4), 0) << isa_name(isa) << " n=" << n << " kind=" << kind;
+        EXPECT_EQ(got.argmax, want.argmax) << isa_name(isa) << " n=" << n << " kind=" << kind;
+        EXPECT_EQ(std::memcmp(&got.min, &want.min, 4), 0) << isa_name(isa) << " n=" << n << " kind=" << kind;
+        EXPECT_EQ(got.n_finite, want.n_finite) << isa_name(isa) << " n=" << n << " kind=" << kind;
+      }
+      // The maximum in the last lane of a full vector, in the tail, and tied across lanes.
+      for (int64_t at : {n - 1, n / 2, int64_t{0}}) {
+        if (at < 0 || at >= n) continue;
+        std::vector<float> x = random_floats(n, uint32_t(n), 1.0f);
+        x[size_t(at)] = 50.0f;
+        if (n > 20) x[size_t(n - 3)] = 50.0f;
+        const RowRange want = ref.row_range(x.data(), n), got = kt.row_range(x.data(), n);
+        EXPECT_EQ(got.argmax, want.argmax) << isa_name(isa) << " n=" << n << " at=" << at;
+        EXPECT_EQ(got.max, want.max) << isa_name(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
+// Band lower bounds over a row: spaced over its range, the last -FLT_MAX.
+std::vector<float> lowers_for(const std::vector<float>& x) {
+  float mx = -kInf, mn = kInf;
+  for (float v : x) {
+    if (std::isfinite(v)) mx = std::max(mx, v), mn = std::min(mn, v);
+  }
+  if (!std::isfinite(mx)) mx = mn = 0.0f;
+  std::vector<float> lower(kMassBands);
+  for (int j = 0; j < kMassBands; ++j) lower[size_t(j)] = mx - (mx - mn) * float(j + 1) / kMassBands * 0.7f;
+  lower[2] = lower[1];  // an empty band
+  lower[kMassBands - 1] = -FLT_MAX;
+  return lower;
+}
+
+// The contract written out: p = float(e * inv_sum); 8 lanes; the fixed tree.
+double contract_mass(const std::vector<float>& x, const std::vector<float>& e, double inv_sum,
+                     const std::vector<float>& lower, int band) {
+  double a[8] = {};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double p = static_cast<float>(static_cast<double>(e[i]) * inv_sum);
+    const float upper = band <= 0 ? kInf : lower[size_t(band - 1)];
+    const bool in = band < 0 || (x[i] >= lower[size_t(band)] && x[i] < upper);
+    if (in) a[i % 8] += p;
+  }
+  double s4[4], s2[2];
+  for (int l = 0; l < 4; ++l) s4[l] = a[l] + a[l + 4];
+  for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+  return s2[0] + s2[1];
+}
+
+TEST(BandMasses, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
+  const KernelTable& ref = kernels_for(Isa::Scalar);
+  for (int64_t n : kLengths) {
+    for (int kind = 0; kind < 2; ++kind) {
+      const std::vector<float> x = scan_row(n, uint32_t(n + 11 + kind), kind);
+      const RowRange range = ref.row_range(x.data(), n);
+      const float mx = range.max == -kInf ? 0.0f : range.max;
+      std::vector<float> e(static_cast<size_t>(n));
+      const double sum = ref.exp_scaled_sum(x.data(), mx, 1.3f, e.data(), n);
+      const double inv_sum = sum > 0.0 ? 1.0 / sum : 1.0;
+      const std::vector<float> lower = lowers_for(x);
+      double want[kMassBands];
+      const double want_total = ref.band_masses(x.data(), e.data(), n, inv_sum, lower.data(), want);
+      EXPECT_TRUE(same_bits(want_total, contract_mass(x, e, inv_sum, lower, -1))) << "n=" << n;
+      double sum_of_bands = 0.0;
+      for (int j = 0; j < kMassBands; ++j) {
+        EXPECT_TRUE(same_bits(want[j], contract_mass(x, e, inv_sum, lower, j))) << "n=" << n << " band " << j;
+        sum_of_bands += want[j];
+      }
+      // Every finite id is in exactly one band: the bands add up to the total.
+      EXPECT_NEAR(sum_of_bands, want_total, 1e-12) << "n=" << n;
+      if (n > 100) {
+        EXPECT_NEAR(want_total, 1.0, 1e-5) << "n=" << n;
+      }
+      for (Isa isa : supported_isas()) {
+        double got[kMassBands];
+        const double got_total = kernels_for(isa).band_masses(x.data(), e.data(), n, inv_sum, lower.data(), got);
+        EXPECT_TRUE(same_bits(got_total, want_total)) << isa_name(isa) << " n=" << n << ": " << got_total
+                                                      << " vs " << want_total;
+        for (int j = 0; j < kMassBands; ++j) {
+          EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " band " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(BandIds, EveryIsaListsTheBandInIdOrder) {
+  for (int64_t n : kLengths) {
+    for (int kind = 0; kind < 4; ++kind) {
+      const std::vector<float> x = scan_row(n, uint32_t(n + 5 * kind), kind);
+      const std::vector<float> lower = lowers_for(x);
+      for (auto [lo, hi] : {std::pair{lower[0], kInf}, std::pair{lower[3], lower[1]},
+                            std::pair{lower[kMassBands - 1], lower[kMassBands - 2]},
+                            std::pair{-FLT_MAX, kInf}}) {
+        std::vector<int32_t> want;
+        for (int64_t i = 0; i < n; ++i) {
+          if (x[size_t(i)] >= lo && x[size_t(i)] < hi) want.push_back(int32_t(i));
+        }
+        for (Isa isa : supported_isas()) {
+          // Guard entries after n: the kernel must write only ids[0, n).
+          std::vector<int32_t> ids(size_t(n) + 16, -7);
+          const int64_t c = kernels_for(isa).band_ids(x.data(), n, lo, hi, ids.data());
+          ASSERT_EQ(c, int64_t(want.size())) << isa_name(isa) << " n=" << n << " kind=" << kind;
+          EXPECT_TRUE(std::equal(want.begin(), want.end(), ids.begin())) << isa_name(isa) << " n=" << n;
+          for (size_t i = size_t(n); i < ids.size(); ++i) ASSERT_EQ(ids[i], -7) << isa_name(isa) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spillway::kernels
