@@ -19,7 +19,7 @@ void add_avx512_sample_scan_kernels(KernelTable& t); // sample_scan_avx512.cpp
 // The scalar references (sample_scan.cpp), for the scalar table.
 RowRange row_range_scalar(const float* x, int64_t n);
 double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                          double* band);
+                          double* band, float* p_out);
 int64_t band_ids_scalar(const float* x, int64_t n, float lo, float hi, int32_t* ids);
 
 }  // namespace spillway::kernels

@@ -173,7 +173,7 @@ struct KernelTable {
   // As kernels::row_range / band_masses / band_ids (sample_scan.h): every ISA gives the same bits.
   RowRange (*row_range)(const float* x, int64_t n) = nullptr;
   double (*band_masses)(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                        double* band) = nullptr;
+                        double* band, float* p_out) = nullptr;
   int64_t (*band_ids)(const float* x, int64_t n, float lo, float hi, int32_t* ids) = nullptr;
   // Rotates with a precomputed table: cos_sin[2i], cos_sin[2i+1] = cos, sin of theta_i
   // for i < rot_dim / 2 (rope_table below).

@@ -29,11 +29,13 @@ RowRange row_range_scalar(const float* x, int64_t n) {
 }
 
 double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                          double* band) {
+                          double* band, float* p_out) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   double a[kMassBands + 1][8] = {};  // bands, then the total
   for (int64_t i = 0; i < n; ++i) {
-    const double p = static_cast<float>(static_cast<double>(e[i]) * inv_sum);
+    const float pf = static_cast<float>(static_cast<double>(e[i]) * inv_sum);
+    if (p_out) p_out[i] = pf;
+    const double p = pf;
     const int l = static_cast<int>(i % 8);
     a[kMassBands][l] += p;
     float upper = kInf;
@@ -71,8 +73,8 @@ const KernelTable& table() {
 RowRange row_range(const float* x, int64_t n) { return table().row_range(x, n); }
 
 double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                   double* band) {
-  return table().band_masses(x, e, n, inv_sum, lower, band);
+                   double* band, float* p_out) {
+  return table().band_masses(x, e, n, inv_sum, lower, band, p_out);
 }
 
 int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids) {

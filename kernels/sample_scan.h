@@ -34,8 +34,9 @@ constexpr int kMassBands = 8;
 // and returns the sum of p[i] over every i < n, all in double, each in this fixed order:
 // 8 lanes, lane l adding the terms of i = l (mod 8) in increasing i from +0 (a term outside
 // the band adds +0), then s4[l] = a[l] + a[l + 4], s2[l] = s4[l] + s4[l + 2], s2[0] + s2[1].
+// p_out (optional, may alias e): receives p[i] for i < n.
 double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                   double* band);
+                   double* band, float* p_out);
 
 // Writes the indices i < n with lo <= x[i] < hi, in increasing order, to ids (room for n);
 // returns how many (band j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf).

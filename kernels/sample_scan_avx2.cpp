@@ -58,15 +58,18 @@ RowRange row_range_avx2(const float* x, int64_t n) {
 }
 
 double band_masses_avx2(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                        double* band) {
+                        double* band, float* p_out) {
   // 8 double lanes as two 4-lane halves per band (lanes 0-3, 4-7).
   __m256d acc[kMassBands][2], total[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
   for (int j = 0; j < kMassBands; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_pd();
   const __m256d vinv = _mm256_set1_pd(inv_sum);
   const __m256 pos_inf = _mm256_set1_ps(kInf);
+  // Returns the 8 probabilities (float).
   auto step = [&](__m256 v, __m256 ev) {
-    const __m256d p0 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(ev)), vinv)));
-    const __m256d p1 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(ev, 1)), vinv)));
+    const __m128 f0 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(ev)), vinv));
+    const __m128 f1 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(ev, 1)), vinv));
+    const __m256d p0 = _mm256_cvtps_pd(f0);
+    const __m256d p1 = _mm256_cvtps_pd(f1);
     total[0] = _mm256_add_pd(total[0], p0);
     total[1] = _mm256_add_pd(total[1], p1);
     __m256 above = _mm256_cmp_ps(v, pos_inf, _CMP_LT_OQ);
@@ -81,11 +84,21 @@ double band_masses_avx2(const float* x, const float* e, int64_t n, double inv_su
       acc[j][0] = _mm256_add_pd(acc[j][0], _mm256_and_pd(m0, p0));
       acc[j][1] = _mm256_add_pd(acc[j][1], _mm256_and_pd(m1, p1));
     }
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(f0), f1, 1);
   };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(e + i));
+  for (; i + 8 <= n; i += 8) {
+    const __m256 p = step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(e + i));
+    if (p_out) _mm256_storeu_ps(p_out + i, p);
+  }
   // Lanes past n: x = -inf (no band), e = 0 (adds +0).
-  if (i < n) step(load_tail(x + i, n - i, -kInf), load_tail(e + i, n - i, 0.0f));
+  if (i < n) {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, step(load_tail(x + i, n - i, -kInf), load_tail(e + i, n - i, 0.0f)));
+    if (p_out) {
+      for (int64_t j = 0; j < n - i; ++j) p_out[i + j] = tmp[j];
+    }
+  }
   auto tree = [](const __m256d* a) {
     const __m256d s4 = _mm256_add_pd(a[0], a[1]);
     const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));

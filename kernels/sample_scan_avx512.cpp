@@ -73,8 +73,9 @@ inline double tree8(__m512d a) {
   return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
 }
 
-double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                          double* band) {
+template <bool kStore>
+double band_masses_avx512_impl(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                               double* band, float* p_out) {
   __m512 low[kMassBands];
   for (int j = 0; j < kMassBands; ++j) low[j] = _mm512_set1_ps(lower[j]);
   const __m512 pos_inf = _mm512_set1_ps(kInf);
@@ -82,11 +83,17 @@ double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_
   __m512d acc[kMassBands], total = _mm512_setzero_pd();
   for (int j = 0; j < kMassBands; ++j) acc[j] = _mm512_setzero_pd();
   // One step of 16: elements i..i+7 then i+8..i+15 into the same 8 lanes, in that order.
-  auto step = [&](__m512 v, __m512 ev, __mmask16 k) {
+  auto step = [&](__m512 v, __m512 ev, __mmask16 k, int64_t i) {
     const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(ev));
     const __m512d e1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ev), 1)));
-    const __m512d p0 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_mul_pd(e0, vinv)));
-    const __m512d p1 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_mul_pd(e1, vinv)));
+    const __m256 f0 = _mm512_cvtpd_ps(_mm512_mul_pd(e0, vinv));
+    const __m256 f1 = _mm512_cvtpd_ps(_mm512_mul_pd(e1, vinv));
+    if constexpr (kStore) {
+      const __m512 pf = _mm512_insertf32x8(_mm512_castps256_ps512(f0), f1, 1);
+      _mm512_mask_storeu_ps(p_out + i, k, pf);
+    }
+    const __m512d p0 = _mm512_cvtps_pd(f0);
+    const __m512d p1 = _mm512_cvtps_pd(f1);
     total = _mm512_add_pd(total, p0);
     total = _mm512_add_pd(total, p1);
     __mmask16 above = _mm512_mask_cmp_ps_mask(k, v, pos_inf, _CMP_LT_OQ);  // x < upper of band 0
@@ -99,14 +106,20 @@ double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_
     }
   };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) step(_mm512_loadu_ps(x + i), _mm512_loadu_ps(e + i), __mmask16(0xffff));
+  for (; i + 16 <= n; i += 16) step(_mm512_loadu_ps(x + i), _mm512_loadu_ps(e + i), __mmask16(0xffff), i);
   if (i < n) {
     const __mmask16 k = __mmask16((1u << (n - i)) - 1);
     // Lanes past n: e = 0 adds +0 to the total, and they are in no band.
-    step(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, e + i), k);
+    step(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, e + i), k, i);
   }
   for (int j = 0; j < kMassBands; ++j) band[j] = tree8(acc[j]);
   return tree8(total);
+}
+
+double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                          double* band, float* p_out) {
+  return p_out ? band_masses_avx512_impl<true>(x, e, n, inv_sum, lower, band, p_out)
+               : band_masses_avx512_impl<false>(x, e, n, inv_sum, lower, band, p_out);
 }
 
 int64_t band_ids_avx512(const float* x, int64_t n, float lo, float hi, int32_t* ids) {

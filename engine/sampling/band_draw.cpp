@@ -59,7 +59,9 @@ int32_t band_draw(SamplingRow& row) {
   }
   lower[kernels::kMassBands - 1] = -FLT_MAX;
   double band[kernels::kMassBands];
-  const double total = kernels::band_masses(x, e, n, inv_sum, lower, band);
+  // p overwrites the exps: scratch->probs holds the probabilities afterwards (as dense).
+  const double total = kernels::band_masses(x, e, n, inv_sum, lower, band, e);
+  const float* p = e;
 
   std::uniform_real_distribution<double> uniform(0.0, total);
   const double r = uniform(*row.rng);
@@ -76,7 +78,7 @@ int32_t band_draw(SamplingRow& row) {
   const int32_t* ids = s.band.data();
   for (int64_t k = 0; k < c; ++k) {
     const int32_t id = ids[k];
-    g[k] = {x[id], id, static_cast<float>(static_cast<double>(e[id]) * inv_sum)};
+    g[k] = {x[id], id, p[id]};
   }
   const double target = r - acc;
   if (c <= kDirectSelect) return g[weighted_select(g, static_cast<size_t>(c), target) - 1].id;

@@ -3,7 +3,8 @@
 //
 //   1. kernels::row_range: max, min, argmax, finite count (SamplingRow::ensure_range);
 //   2. kernels::exp_scaled_sum: the exps of (logit - max) * 1/T into scratch->probs, their sum S;
-//   3. kernels::band_masses: p = float(e * (1/S)) (the old sampler's probabilities), their
+//   3. kernels::band_masses: p = float(e * (1/S)) (the old sampler's probabilities, over the
+//      exps in place), their
 //      total and their masses in kMassBands logit bands spread over [min, max] (bands are
 //      rank-ordered: band j holds better ranks than band j + 1);
 //   4. one uniform number r in [0, total) from the row's RNG (the old sampler's single call);
@@ -25,8 +26,8 @@ namespace spillway::engine {
 
 // Draws the token of `row` at row.inv_temperature over every finite id (no cut-offs, no
 // candidate set). Consumes one uniform number from row.rng unless no id is finite (then
-// returns 0 without drawing, as DrawStage always did). Leaves scratch->probs holding exps,
-// not probabilities: the row is not dense afterwards (have_dense stays false).
+// returns 0 without drawing, as DrawStage always did). Leaves the probabilities in
+// scratch->probs (as ensure_dense would), but no buckets: have_dense stays false.
 int32_t band_draw(SamplingRow& row);
 
 }  // namespace spillway::engine

@@ -144,7 +144,11 @@ TEST(BandMasses, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
       const double inv_sum = sum > 0.0 ? 1.0 / sum : 1.0;
       const std::vector<float> lower = lowers_for(x);
       double want[kMassBands];
-      const double want_total = ref.band_masses(x.data(), e.data(), n, inv_sum, lower.data(), want);
+      std::vector<float> want_p(static_cast<size_t>(n), -1.0f);
+      const double want_total = ref.band_masses(x.data(), e.data(), n, inv_sum, lower.data(), want, want_p.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(want_p[size_t(i)], static_cast<float>(static_cast<double>(e[size_t(i)]) * inv_sum)) << "n=" << n;
+      }
       EXPECT_TRUE(same_bits(want_total, contract_mass(x, e, inv_sum, lower, -1))) << "n=" << n;
       double sum_of_bands = 0.0;
       for (int j = 0; j < kMassBands; ++j) {
@@ -157,12 +161,23 @@ TEST(BandMasses, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
         EXPECT_NEAR(want_total, 1.0, 1e-5) << "n=" << n;
       }
       for (Isa isa : supported_isas()) {
-        double got[kMassBands];
-        const double got_total = kernels_for(isa).band_masses(x.data(), e.data(), n, inv_sum, lower.data(), got);
-        EXPECT_TRUE(same_bits(got_total, want_total)) << isa_name(isa) << " n=" << n << ": " << got_total
-                                                      << " vs " << want_total;
-        for (int j = 0; j < kMassBands; ++j) {
-          EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " band " << j;
+        // Without p, with p, and with p over the exps in place.
+        for (int mode = 0; mode < 3; ++mode) {
+          double got[kMassBands];
+          std::vector<float> got_p(static_cast<size_t>(n), -1.0f), inplace = e;
+          float* p_out = mode == 0 ? nullptr : mode == 1 ? got_p.data() : inplace.data();
+          const float* e_in = mode == 2 ? inplace.data() : e.data();
+          const double got_total = kernels_for(isa).band_masses(x.data(), e_in, n, inv_sum, lower.data(), got, p_out);
+          EXPECT_TRUE(same_bits(got_total, want_total)) << isa_name(isa) << " n=" << n << ": " << got_total
+                                                        << " vs " << want_total << " mode " << mode;
+          for (int j = 0; j < kMassBands; ++j) {
+            EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " band " << j;
+          }
+          if (mode == 0) continue;
+          const std::vector<float>& p = mode == 1 ? got_p : inplace;
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(std::memcmp(&p[size_t(i)], &want_p[size_t(i)], 4), 0) << isa_name(isa) << " n=" << n << " i=" << i;
+          }
         }
       }
     }
