@@ -29,29 +29,26 @@ RowRange row_range_scalar(const float* x, int64_t n) {
 }
 
 double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                          double* band, float* p_out) {
+                          double* above, float* p_out) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  double a[kMassBands + 1][8] = {};  // bands, then the total
+  double a[kMassBands + 1][16] = {};  // the cumulative bands, then the total
   for (int64_t i = 0; i < n; ++i) {
     const float pf = static_cast<float>(static_cast<double>(e[i]) * inv_sum);
     if (p_out) p_out[i] = pf;
     const double p = pf;
-    const int l = static_cast<int>(i % 8);
+    const int l = static_cast<int>(i % 16);
     a[kMassBands][l] += p;
-    float upper = kInf;
-    for (int j = 0; j < kMassBands; ++j) {
-      a[j][l] += (x[i] >= lower[j] && x[i] < upper) ? p : 0.0;
-      upper = lower[j];
-    }
+    for (int j = 0; j < kMassBands; ++j) a[j][l] += (x[i] >= lower[j] && x[i] < kInf) ? p : 0.0;
   }
   double sums[kMassBands + 1];
   for (int j = 0; j <= kMassBands; ++j) {
-    double s4[4], s2[2];
-    for (int l = 0; l < 4; ++l) s4[l] = a[j][l] + a[j][l + 4];
+    double s8[8], s4[4], s2[2];
+    for (int l = 0; l < 8; ++l) s8[l] = a[j][l] + a[j][l + 8];
+    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
     for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
     sums[j] = s2[0] + s2[1];
   }
-  for (int j = 0; j < kMassBands; ++j) band[j] = sums[j];
+  for (int j = 0; j < kMassBands; ++j) above[j] = sums[j];
   return sums[kMassBands];
 }
 
@@ -73,8 +70,8 @@ const KernelTable& table() {
 RowRange row_range(const float* x, int64_t n) { return table().row_range(x, n); }
 
 double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                   double* band, float* p_out) {
-  return table().band_masses(x, e, n, inv_sum, lower, band, p_out);
+                   double* above, float* p_out) {
+  return table().band_masses(x, e, n, inv_sum, lower, above, p_out);
 }
 
 int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids) {

@@ -24,19 +24,21 @@ struct RowRange {
 };
 RowRange row_range(const float* x, int64_t n);
 
-// Bands over a logit row: band j holds the ids with lower[j] <= x[i] < lower[j - 1] (band 0:
+// Logit bands over a row: band j holds the ids with lower[j] <= x[i] < lower[j - 1] (band 0:
 // lower[0] <= x[i] < +inf); lower[] is non-increasing, kMassBands entries. -inf, +inf and
 // NaN logits are in no band (lower[kMassBands - 1] = -FLT_MAX takes every other value).
 constexpr int kMassBands = 8;
 
 // With p[i] = float(double(e[i]) * inv_sum) (the sampler's probability of id i: e its
-// exp, inv_sum 1 / the sum of the exps), writes band[j] = the sum over band j's ids of p[i]
-// and returns the sum of p[i] over every i < n, all in double, each in this fixed order:
-// 8 lanes, lane l adding the terms of i = l (mod 8) in increasing i from +0 (a term outside
-// the band adds +0), then s4[l] = a[l] + a[l + 4], s2[l] = s4[l] + s4[l + 2], s2[0] + s2[1].
-// p_out (optional, may alias e): receives p[i] for i < n.
+// exp, inv_sum 1 / the sum of the exps), writes above[j] = the sum of p[i] over the ids of
+// bands 0..j (lower[j] <= x[i] < +inf) and returns the sum of p[i] over every i < n, all in
+// double, each in exp_scaled_sum's fixed order: 16 lanes, lane l adding the terms of
+// i = l (mod 16) in increasing i from +0 (a term outside the range adds +0), then
+// s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2], s2[0] + s2[1].
+// p_out (optional, may alias e): receives p[i] for i < n. With inv_sum = 1 and e = p, the
+// masses of given probabilities (float(p * 1.0) == p).
 double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                   double* band, float* p_out);
+                   double* above, float* p_out);
 
 // Writes the indices i < n with lo <= x[i] < hi, in increasing order, to ids (room for n);
 // returns how many (band j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf).

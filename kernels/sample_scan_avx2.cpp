@@ -1,5 +1,5 @@
 // AVX2: the sampler's row scans (sample_scan.h), 8 floats per step. Results are
-// order-independent (row_range, band_ids) or follow the contract's 8-lane double order
+// order-independent (row_range, band_ids) or follow the contract's 16-lane double order
 // (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
 #include <immintrin.h>
 
@@ -58,54 +58,63 @@ RowRange row_range_avx2(const float* x, int64_t n) {
 }
 
 double band_masses_avx2(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                        double* band, float* p_out) {
-  // 8 double lanes as two 4-lane halves per band (lanes 0-3, 4-7).
-  __m256d acc[kMassBands][2], total[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
-  for (int j = 0; j < kMassBands; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_pd();
+                        double* above, float* p_out) {
+  // 16 double lanes as four 4-lane quarters (lanes 0-3, 4-7, 8-11, 12-15), per cumulative
+  // band (kept in memory: more than the 16 ymm registers) and for the total.
+  alignas(32) double acc[kMassBands][16] = {};
+  __m256d total[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
   const __m256d vinv = _mm256_set1_pd(inv_sum);
   const __m256 pos_inf = _mm256_set1_ps(kInf);
-  // Returns the 8 probabilities (float).
-  auto step = [&](__m256 v, __m256 ev) {
+  // 8 elements into quarters q0, q0 + 1; returns their probabilities (float).
+  auto step = [&](__m256 v, __m256 ev, int q0) {
     const __m128 f0 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(ev)), vinv));
     const __m128 f1 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(ev, 1)), vinv));
     const __m256d p0 = _mm256_cvtps_pd(f0);
     const __m256d p1 = _mm256_cvtps_pd(f1);
-    total[0] = _mm256_add_pd(total[0], p0);
-    total[1] = _mm256_add_pd(total[1], p1);
-    __m256 above = _mm256_cmp_ps(v, pos_inf, _CMP_LT_OQ);
+    total[q0] = _mm256_add_pd(total[q0], p0);
+    total[q0 + 1] = _mm256_add_pd(total[q0 + 1], p1);
+    const __m256 finite = _mm256_cmp_ps(v, pos_inf, _CMP_LT_OQ);
     for (int j = 0; j < kMassBands; ++j) {
-      const __m256 ge = _mm256_cmp_ps(v, _mm256_set1_ps(lower[j]), _CMP_GE_OQ);
-      const __m256 in = _mm256_and_ps(ge, above);
-      above = _mm256_andnot_ps(ge, above);
-      // Widen the 8 float masks to two 4 x 64-bit masks; outside the band add +0.
+      const __m256 in = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(lower[j]), _CMP_GE_OQ), finite);
+      // Widen the 8 float masks to two 4 x 64-bit masks; outside the range add +0.
       const __m256i in_i = _mm256_castps_si256(in);
       const __m256d m0 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(in_i)));
       const __m256d m1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(in_i, 1)));
-      acc[j][0] = _mm256_add_pd(acc[j][0], _mm256_and_pd(m0, p0));
-      acc[j][1] = _mm256_add_pd(acc[j][1], _mm256_and_pd(m1, p1));
+      double* a = acc[j] + 4 * q0;
+      _mm256_store_pd(a, _mm256_add_pd(_mm256_load_pd(a), _mm256_and_pd(m0, p0)));
+      _mm256_store_pd(a + 4, _mm256_add_pd(_mm256_load_pd(a + 4), _mm256_and_pd(m1, p1)));
     }
     return _mm256_insertf128_ps(_mm256_castps128_ps256(f0), f1, 1);
   };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 p = step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(e + i));
-    if (p_out) _mm256_storeu_ps(p_out + i, p);
-  }
-  // Lanes past n: x = -inf (no band), e = 0 (adds +0).
-  if (i < n) {
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, step(load_tail(x + i, n - i, -kInf), load_tail(e + i, n - i, 0.0f)));
+  for (; i + 16 <= n; i += 16) {
+    const __m256 pa = step(_mm256_loadu_ps(x + i), _mm256_loadu_ps(e + i), 0);
+    const __m256 pb = step(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(e + i + 8), 2);
     if (p_out) {
-      for (int64_t j = 0; j < n - i; ++j) p_out[i + j] = tmp[j];
+      _mm256_storeu_ps(p_out + i, pa);
+      _mm256_storeu_ps(p_out + i + 8, pb);
     }
   }
-  auto tree = [](const __m256d* a) {
-    const __m256d s4 = _mm256_add_pd(a[0], a[1]);
-    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+  // Lanes past n: x = -inf (no band), e = 0 (adds +0).
+  for (int q0 = 0; i < n; i += 8, q0 += 2) {
+    const int64_t left = n - i < 8 ? n - i : 8;
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, step(load_tail(x + i, left, -kInf), load_tail(e + i, left, 0.0f), q0));
+    if (p_out) {
+      for (int64_t j = 0; j < left; ++j) p_out[i + j] = tmp[j];
+    }
+  }
+  auto tree = [](const double* a) {
+    double s8[8], s4[4], s2[2];
+    for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+    return s2[0] + s2[1];
   };
-  for (int j = 0; j < kMassBands; ++j) band[j] = tree(acc[j]);
-  return tree(total);
+  for (int j = 0; j < kMassBands; ++j) above[j] = tree(acc[j]);
+  alignas(32) double t[16];
+  for (int q = 0; q < 4; ++q) _mm256_store_pd(t + 4 * q, total[q]);
+  return tree(t);
 }
 
 int64_t band_ids_avx2(const float* x, int64_t n, float lo, float hi, int32_t* ids) {

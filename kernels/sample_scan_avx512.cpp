@@ -1,5 +1,5 @@
 // AVX-512: the sampler's row scans (sample_scan.h), 16 floats per step. Results are
-// order-independent (row_range, band_ids) or follow the contract's 8-lane double order
+// order-independent (row_range, band_ids) or follow the contract's 16-lane double order
 // (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
 #if defined(__GNUC__) && !defined(__clang__)
@@ -66,23 +66,25 @@ RowRange row_range_avx512(const float* x, int64_t n) {
   return r;
 }
 
-// The contract's tree over 8 double lanes.
-inline double tree8(__m512d a) {
-  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1));
+// The contract's tree over 16 double lanes (lo: lanes 0-7, hi: 8-15).
+inline double tree16(__m512d lo, __m512d hi) {
+  const __m512d s8 = _mm512_add_pd(lo, hi);
+  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
   const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
   return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
 }
 
 template <bool kStore>
 double band_masses_avx512_impl(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                               double* band, float* p_out) {
+                               double* above, float* p_out) {
   __m512 low[kMassBands];
   for (int j = 0; j < kMassBands; ++j) low[j] = _mm512_set1_ps(lower[j]);
   const __m512 pos_inf = _mm512_set1_ps(kInf);
-  const __m512d vinv = _mm512_set1_pd(inv_sum);
-  __m512d acc[kMassBands], total = _mm512_setzero_pd();
-  for (int j = 0; j < kMassBands; ++j) acc[j] = _mm512_setzero_pd();
-  // One step of 16: elements i..i+7 then i+8..i+15 into the same 8 lanes, in that order.
+  const __m512d vinv = _mm512_set1_pd(inv_sum), one = _mm512_set1_pd(1.0);
+  // Lanes 0-7 and 8-15 of the contract's 16, per cumulative band and for the total.
+  __m512d acc_lo[kMassBands], acc_hi[kMassBands];
+  __m512d total_lo = _mm512_setzero_pd(), total_hi = total_lo;
+  for (int j = 0; j < kMassBands; ++j) acc_lo[j] = acc_hi[j] = _mm512_setzero_pd();
   auto step = [&](__m512 v, __m512 ev, __mmask16 k, int64_t i) {
     const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(ev));
     const __m512d e1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ev), 1)));
@@ -94,15 +96,14 @@ double band_masses_avx512_impl(const float* x, const float* e, int64_t n, double
     }
     const __m512d p0 = _mm512_cvtps_pd(f0);
     const __m512d p1 = _mm512_cvtps_pd(f1);
-    total = _mm512_add_pd(total, p0);
-    total = _mm512_add_pd(total, p1);
-    __mmask16 above = _mm512_mask_cmp_ps_mask(k, v, pos_inf, _CMP_LT_OQ);  // x < upper of band 0
+    total_lo = _mm512_add_pd(total_lo, p0);
+    total_hi = _mm512_add_pd(total_hi, p1);
+    const __mmask16 finite = _mm512_mask_cmp_ps_mask(k, v, pos_inf, _CMP_LT_OQ);
     for (int j = 0; j < kMassBands; ++j) {
-      const __mmask16 ge = _mm512_mask_cmp_ps_mask(k, v, low[j], _CMP_GE_OQ);
-      const __mmask16 in = ge & above;
-      above = above & ~ge;  // x < lower[j]: the next band's upper bound
-      acc[j] = _mm512_mask_add_pd(acc[j], __mmask8(in), acc[j], p0);
-      acc[j] = _mm512_mask_add_pd(acc[j], __mmask8(in >> 8), acc[j], p1);
+      const __mmask16 in = _mm512_mask_cmp_ps_mask(finite, v, low[j], _CMP_GE_OQ);
+      // acc + p: an add, or fma(p, 1, acc) (the same single rounding) on the FMA ports.
+      acc_lo[j] = _mm512_mask_add_pd(acc_lo[j], __mmask8(in), acc_lo[j], p0);
+      acc_hi[j] = _mm512_mask3_fmadd_pd(p1, one, acc_hi[j], __mmask8(in >> 8));
     }
   };
   int64_t i = 0;
@@ -112,14 +113,14 @@ double band_masses_avx512_impl(const float* x, const float* e, int64_t n, double
     // Lanes past n: e = 0 adds +0 to the total, and they are in no band.
     step(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, e + i), k, i);
   }
-  for (int j = 0; j < kMassBands; ++j) band[j] = tree8(acc[j]);
-  return tree8(total);
+  for (int j = 0; j < kMassBands; ++j) above[j] = tree16(acc_lo[j], acc_hi[j]);
+  return tree16(total_lo, total_hi);
 }
 
 double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
-                          double* band, float* p_out) {
-  return p_out ? band_masses_avx512_impl<true>(x, e, n, inv_sum, lower, band, p_out)
-               : band_masses_avx512_impl<false>(x, e, n, inv_sum, lower, band, p_out);
+                          double* above, float* p_out) {
+  return p_out ? band_masses_avx512_impl<true>(x, e, n, inv_sum, lower, above, p_out)
+               : band_masses_avx512_impl<false>(x, e, n, inv_sum, lower, above, p_out);
 }
 
 int64_t band_ids_avx512(const float* x, int64_t n, float lo, float hi, int32_t* ids) {

@@ -4,13 +4,13 @@
 //   1. kernels::row_range: max, min, argmax, finite count (SamplingRow::ensure_range);
 //   2. kernels::exp_scaled_sum: the exps of (logit - max) * 1/T into scratch->probs, their sum S;
 //   3. kernels::band_masses: p = float(e * (1/S)) (the old sampler's probabilities, over the
-//      exps in place), their
-//      total and their masses in kMassBands logit bands spread over [min, max] (bands are
-//      rank-ordered: band j holds better ranks than band j + 1);
+//      exps in place), their total, and the cumulative masses of kMassBands equal-width logit
+//      bands over [min, max] (band j holds better ranks than band j + 1);
 //   4. one uniform number r in [0, total) from the row's RNG (the old sampler's single call);
-//   5. the band where the cumulative band mass reaches r; kernels::band_ids lists its ids;
-//   6. inside it, a histogram of (top - logit) buckets over those ids only, then the crossing
-//      bucket's ids are ordered by weighted_select.
+//   5. the first band whose cumulative mass reaches r; kernels::band_ids lists its ids, whose
+//      logits and probabilities are packed;
+//   6. steps 3 and 5 again on the packed set (narrower bands) until at most 64 ids are left
+//      (or the rest are tied), which weighted_select orders.
 // The masses are summed in double in a different order than the old sorted walk, so (as for
 // the rest of the chain, sampler_stages.h) a token differs only when r falls within a few
 // ulps of a double of a cumulative boundary.
