@@ -19,49 +19,52 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Four independent (max, argmax, min) chains of 16 lanes (a compare-and-blend chain per
+// step is latency bound), merged at the end; the order of a tie is settled by the index.
 RowRange row_range_avx512(const float* x, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(-kInf);
-  __m512 mx = neg_inf, mn = _mm512_set1_ps(kInf);
-  __m512i arg = _mm512_setzero_si512();
-  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i step = _mm512_set1_epi32(16);
+  __m512 mx[4], mn[4];
+  __m512i arg[4];
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int c = 0; c < 4; ++c) {
+    mx[c] = neg_inf;
+    mn[c] = _mm512_set1_ps(kInf);
+    arg[c] = _mm512_setzero_si512();
+  }
   int64_t finite = 0;
   // Index lanes are int32: rows up to 2^31 floats (a vocabulary).
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __mmask16 gt = _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ);  // strict: first index kept
-    mx = _mm512_mask_mov_ps(mx, gt, v);
-    arg = _mm512_mask_mov_epi32(arg, gt, idx);
-    const __mmask16 not_ninf = _mm512_cmp_ps_mask(v, neg_inf, _CMP_NEQ_UQ);  // NaN counts
+  auto scan = [&](int c, __m512 v, __mmask16 k, int64_t i) {
+    const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, v, mx[c], _CMP_GT_OQ);  // strict: first index kept
+    mx[c] = _mm512_mask_mov_ps(mx[c], gt, v);
+    arg[c] = _mm512_mask_mov_epi32(arg[c], gt, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(i))));
+    const __mmask16 not_ninf = _mm512_mask_cmp_ps_mask(k, v, neg_inf, _CMP_NEQ_UQ);  // NaN counts
     finite += __builtin_popcount(not_ninf);
-    const __mmask16 lt = _mm512_cmp_ps_mask(v, mn, _CMP_LT_OQ);  // -inf and NaN never enter
-    mn = _mm512_mask_mov_ps(mn, lt & not_ninf, v);
-    idx = _mm512_add_epi32(idx, step);
+    const __mmask16 lt = _mm512_mask_cmp_ps_mask(not_ninf, v, mn[c], _CMP_LT_OQ);  // -inf, NaN never enter
+    mn[c] = _mm512_mask_mov_ps(mn[c], lt, v);
+  };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int c = 0; c < 4; ++c) scan(c, _mm512_loadu_ps(x + i + 16 * c), __mmask16(0xffff), i + 16 * c);
   }
+  for (; i + 16 <= n; i += 16) scan(0, _mm512_loadu_ps(x + i), __mmask16(0xffff), i);
   if (i < n) {
     const __mmask16 k = __mmask16((1u << (n - i)) - 1);
-    const __m512 v = _mm512_mask_loadu_ps(neg_inf, k, x + i);
-    const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, v, mx, _CMP_GT_OQ);
-    mx = _mm512_mask_mov_ps(mx, gt, v);
-    arg = _mm512_mask_mov_epi32(arg, gt, idx);
-    const __mmask16 not_ninf = _mm512_mask_cmp_ps_mask(k, v, neg_inf, _CMP_NEQ_UQ);
-    finite += __builtin_popcount(not_ninf);
-    const __mmask16 lt = _mm512_cmp_ps_mask(v, mn, _CMP_LT_OQ);
-    mn = _mm512_mask_mov_ps(mn, lt & not_ninf, v);
+    scan(1, _mm512_mask_loadu_ps(neg_inf, k, x + i), k, i);
   }
-  alignas(64) float m[16], lo[16];
-  alignas(64) int32_t a[16];
-  _mm512_store_ps(m, mx);
-  _mm512_store_ps(lo, mn);
-  _mm512_store_si512(a, arg);
   RowRange r{-kInf, kInf, 0, finite};
-  for (int l = 0; l < 16; ++l) {
-    if (m[l] > r.max || (m[l] == r.max && m[l] != -kInf && a[l] < r.argmax)) {
-      r.max = m[l];
-      r.argmax = a[l];
+  for (int c = 0; c < 4; ++c) {
+    alignas(64) float m[16], lo[16];
+    alignas(64) int32_t a[16];
+    _mm512_store_ps(m, mx[c]);
+    _mm512_store_ps(lo, mn[c]);
+    _mm512_store_si512(a, arg[c]);
+    for (int l = 0; l < 16; ++l) {
+      if (m[l] > r.max || (m[l] == r.max && m[l] != -kInf && a[l] < r.argmax)) {
+        r.max = m[l];
+        r.argmax = a[l];
+      }
+      if (lo[l] < r.min) r.min = lo[l];
     }
-    if (lo[l] < r.min) r.min = lo[l];
   }
   return r;
 }
