@@ -20,6 +20,7 @@ void add_avx512_sample_scan_kernels(KernelTable& t); // sample_scan_avx512.cpp
 RowRange row_range_scalar(const float* x, int64_t n);
 double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
                           double* band, float* p_out);
-int64_t band_ids_scalar(const float* x, int64_t n, float lo, float hi, int32_t* ids);
+int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                         float* out_x, float* out_p, int32_t* out_ids);
 
 }  // namespace spillway::kernels

@@ -481,7 +481,7 @@ constexpr KernelTable make_scalar_table() {
   t.exp_scaled_sum = exp_scaled_sum_scalar;
   t.row_range = row_range_scalar;
   t.band_masses = band_masses_scalar;
-  t.band_ids = band_ids_scalar;
+  t.band_pack = band_pack_scalar;
   t.rope = rope_scalar;
   t.attention = attention_scalar;
   t.gated_delta_net = gated_delta_net_scalar;

@@ -52,10 +52,19 @@ double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_
   return sums[kMassBands];
 }
 
-int64_t band_ids_scalar(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                         float* out_x, float* out_p, int32_t* out_ids) {
   int64_t c = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+    const float v = x[i];
+    if (v >= lo && v < hi) {
+      const float pv = p[i];
+      const int32_t id = ids ? ids[i] : static_cast<int32_t>(i);
+      out_x[c] = v;
+      out_p[c] = pv;
+      out_ids[c] = id;
+      ++c;
+    }
   }
   return c;
 }
@@ -74,8 +83,9 @@ double band_masses(const float* x, const float* e, int64_t n, double inv_sum, co
   return table().band_masses(x, e, n, inv_sum, lower, above, p_out);
 }
 
-int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
-  return table().band_ids(x, n, lo, hi, ids);
+int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                  float* out_x, float* out_p, int32_t* out_ids) {
+  return table().band_pack(x, p, ids, n, lo, hi, out_x, out_p, out_ids);
 }
 
 }  // namespace spillway::kernels

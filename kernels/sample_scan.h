@@ -1,6 +1,6 @@
 // Row scans for the sampler (engine/sampling): the range of a logit row with its argmax, the
-// probability masses of a row in a few logit bands, and the ids of one band. Dispatched
-// through KernelTable::row_range / band_masses / band_ids like exp_scaled_sum (exp_sum.h).
+// probability masses of a row in a few logit bands, and the packed entries of one band. Dispatched
+// through KernelTable::row_range / band_masses / band_pack like exp_scaled_sum (exp_sum.h).
 //
 // All three are pure functions of their inputs, single thread, no allocation; every ISA
 // gives bit-identical results (tests/kernels/test_sample_scan.cpp checks each ISA against
@@ -27,7 +27,7 @@ RowRange row_range(const float* x, int64_t n);
 // Logit bands over a row: band j holds the ids with lower[j] <= x[i] < lower[j - 1] (band 0:
 // lower[0] <= x[i] < +inf); lower[] is non-increasing, kMassBands entries. -inf, +inf and
 // NaN logits are in no band (lower[kMassBands - 1] = -FLT_MAX takes every other value).
-constexpr int kMassBands = 8;
+constexpr int kMassBands = 4;
 
 // With p[i] = float(double(e[i]) * inv_sum) (the sampler's probability of id i: e its
 // exp, inv_sum 1 / the sum of the exps), writes above[j] = the sum of p[i] over the ids of
@@ -40,8 +40,12 @@ constexpr int kMassBands = 8;
 double band_masses(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
                    double* above, float* p_out);
 
-// Writes the indices i < n with lo <= x[i] < hi, in increasing order, to ids (room for n);
-// returns how many (band j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf).
-int64_t band_ids(const float* x, int64_t n, float lo, float hi, int32_t* ids);
+// Packs the entries i < n with lo <= x[i] < hi, in increasing i: out_x[c] = x[i],
+// out_p[c] = p[i], out_ids[c] = ids ? ids[i] : i, for c = 0, 1, ...; returns how many (band
+// j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf). Each output has room for n and
+// may alias its input (in place); nothing past the returned count is meaningful, nothing past
+// n is written.
+int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                  float* out_x, float* out_p, int32_t* out_ids);
 
 }  // namespace spillway::kernels

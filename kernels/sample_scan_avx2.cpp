@@ -1,5 +1,5 @@
 // AVX2: the sampler's row scans (sample_scan.h), 8 floats per step. Results are
-// order-independent (row_range, band_ids) or follow the contract's 16-lane double order
+// order-independent (row_range, band_pack) or follow the contract's 16-lane double order
 // (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
 #include <immintrin.h>
 
@@ -117,21 +117,30 @@ double band_masses_avx2(const float* x, const float* e, int64_t n, double inv_su
   return tree(t);
 }
 
-int64_t band_ids_avx2(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+int64_t band_pack_avx2(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                       float* out_x, float* out_p, int32_t* out_ids) {
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   int64_t c = 0;
   int64_t i = 0;
+  auto take = [&](int64_t at) {
+    const float v = x[at], pv = p[at];
+    const int32_t id = ids ? ids[at] : static_cast<int32_t>(at);
+    out_x[c] = v;
+    out_p[c] = pv;
+    out_ids[c] = id;
+    ++c;
+  };
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     unsigned k = static_cast<unsigned>(
         _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, vlo, _CMP_GE_OQ), _mm256_cmp_ps(v, vhi, _CMP_LT_OQ))));
     while (k) {
-      ids[c++] = static_cast<int32_t>(i + __builtin_ctz(k));
+      take(i + __builtin_ctz(k));
       k &= k - 1;
     }
   }
   for (; i < n; ++i) {
-    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+    if (x[i] >= lo && x[i] < hi) take(i);
   }
   return c;
 }
@@ -141,7 +150,7 @@ int64_t band_ids_avx2(const float* x, int64_t n, float lo, float hi, int32_t* id
 void add_avx2_sample_scan_kernels(KernelTable& t) {
   t.row_range = row_range_avx2;
   t.band_masses = band_masses_avx2;
-  t.band_ids = band_ids_avx2;
+  t.band_pack = band_pack_avx2;
 }
 
 }  // namespace spillway::kernels

@@ -1,5 +1,5 @@
 // AVX-512: the sampler's row scans (sample_scan.h), 16 floats per step. Results are
-// order-independent (row_range, band_ids) or follow the contract's 16-lane double order
+// order-independent (row_range, band_pack) or follow the contract's 16-lane double order
 // (band_masses), so they are bit-identical to the scalar reference in sample_scan.cpp.
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_*().
 #if defined(__GNUC__) && !defined(__clang__)
@@ -126,31 +126,45 @@ double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_
                : band_masses_avx512_impl<false>(x, e, n, inv_sum, lower, above, p_out);
 }
 
-int64_t band_ids_avx512(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+int64_t band_pack_avx512(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                         float* out_x, float* out_p, int32_t* out_ids) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i step = _mm512_set1_epi32(16);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int64_t c = 0;
   int64_t i = 0;
+  // Compress in registers, then plain 16-lane stores, branch-free (compress-to-memory is slow
+  // on some cores): lanes past the count are overwritten by the next step. The stores start at
+  // c <= i, so in place they never reach an input not yet loaded; they stay inside the room n
+  // while c + 16 <= n (then masked stores).
+  auto pack = [&](__mmask16 k, __m512 v, __m512 pv, __m512i id) {
+    const __m512 cx = _mm512_maskz_compress_ps(k, v);
+    const __m512 cp = _mm512_maskz_compress_ps(k, pv);
+    const __m512i ci = _mm512_maskz_compress_epi32(k, id);
+    const int m = __builtin_popcount(k);
+    if (c + 16 <= n) {
+      _mm512_storeu_ps(out_x + c, cx);
+      _mm512_storeu_ps(out_p + c, cp);
+      _mm512_storeu_si512(out_ids + c, ci);
+    } else {
+      const __mmask16 w = __mmask16((1u << m) - 1);
+      _mm512_mask_storeu_ps(out_x + c, w, cx);
+      _mm512_mask_storeu_ps(out_p + c, w, cp);
+      _mm512_mask_storeu_epi32(out_ids + c, w, ci);
+    }
+    c += m;
+  };
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(x + i);
     const __mmask16 k = _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
-    if (k) {
-      // Compress in a register, then a plain 16-lane store (compress-to-memory is slow on
-      // some cores): lanes past the count are overwritten later; within ids' room n while
-      // c + 16 <= n, else a masked store.
-      const __m512i packed = _mm512_maskz_compress_epi32(k, idx);
-      if (c + 16 <= n) {
-        _mm512_storeu_si512(ids + c, packed);
-      } else {
-        _mm512_mask_storeu_epi32(ids + c, __mmask16((1u << __builtin_popcount(k)) - 1), packed);
-      }
-      c += __builtin_popcount(k);
-    }
-    idx = _mm512_add_epi32(idx, step);
+    const __m512i id = ids ? _mm512_loadu_si512(ids + i) : _mm512_add_epi32(lane, _mm512_set1_epi32(int32_t(i)));
+    pack(k, v, _mm512_loadu_ps(p + i), id);
   }
-  for (; i < n; ++i) {
-    if (x[i] >= lo && x[i] < hi) ids[c++] = static_cast<int32_t>(i);
+  if (i < n) {
+    const __mmask16 t = __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
+    const __mmask16 k = t & _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
+    const __m512i id = ids ? _mm512_maskz_loadu_epi32(t, ids + i) : _mm512_add_epi32(lane, _mm512_set1_epi32(int32_t(i)));
+    pack(k, v, _mm512_maskz_loadu_ps(t, p + i), id);
   }
   return c;
 }
@@ -160,7 +174,7 @@ int64_t band_ids_avx512(const float* x, int64_t n, float lo, float hi, int32_t* 
 void add_avx512_sample_scan_kernels(KernelTable& t) {
   t.row_range = row_range_avx512;
   t.band_masses = band_masses_avx512;
-  t.band_ids = band_ids_avx512;
+  t.band_pack = band_pack_avx512;
 }
 
 }  // namespace spillway::kernels

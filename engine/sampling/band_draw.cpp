@@ -72,24 +72,17 @@ int32_t band_draw(SamplingRow& row) {
   if (b == kBands) return worst_id(row);  // rounding left r past the last id
   double target = r - before;
 
-  // The crossing band's ids, and their logits / probabilities / ids packed.
-  if (s.band.size() < static_cast<size_t>(n)) {
-    s.band.resize(n);
+  // The crossing band's logits / probabilities / ids, packed.
+  if (s.packed_ids.size() < static_cast<size_t>(n)) {
     s.packed_logits.resize(n);
     s.packed_probs.resize(n);
     s.packed_ids.resize(n);
   }
-  int32_t* ids = s.band.data();
   float* px = s.packed_logits.data();
   float* pp = s.packed_probs.data();
   int32_t* pid = s.packed_ids.data();
   float hi = b == 0 ? kInf : lower[b - 1];
-  int64_t c = kernels::band_ids(x, n, lower[b], hi, ids);
-  for (int64_t k = 0; k < c; ++k) {
-    px[k] = x[ids[k]];
-    pp[k] = p[ids[k]];
-    pid[k] = ids[k];
-  }
+  int64_t c = kernels::band_pack(x, p, nullptr, n, lower[b], hi, px, pp, pid);
   float top = b == 0 ? mx : lower[b - 1];
   float bottom = std::max(lower[b], row.min_logit);
   // Refine: the same bands over the packed set until it is small (masses of given
@@ -100,18 +93,13 @@ int32_t band_draw(SamplingRow& row) {
     b = crossing(above, target, before);
     if (b == kBands) break;  // rounding: keep the whole set (weighted_select takes its worst)
     hi = b == 0 ? kInf : lower[b - 1];
-    const int64_t m = kernels::band_ids(px, c, lower[b], hi, ids);
-    if (m == c) break;
-    for (int64_t k = 0; k < m; ++k) {  // ids[k] >= k: packing in place is safe
-      const int32_t at = ids[k];
-      px[k] = px[at];
-      pp[k] = pp[at];
-      pid[k] = pid[at];
-    }
+    const int64_t m = kernels::band_pack(px, pp, pid, c, lower[b], hi, px, pp, pid);  // in place
+    const bool progress = m < c;
     c = m;
     target -= before;
     top = b == 0 ? top : lower[b - 1];
     bottom = std::max(lower[b], bottom);
+    if (!progress) break;  // every id in one band (ties): no narrower bands will split them
   }
   if (c == 0) return worst_id(row);
   if (s.candidates.size() < static_cast<size_t>(c)) s.candidates.resize(c);

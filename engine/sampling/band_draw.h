@@ -7,8 +7,8 @@
 //      exps in place), their total, and the cumulative masses of kMassBands equal-width logit
 //      bands over [min, max] (band j holds better ranks than band j + 1);
 //   4. one uniform number r in [0, total) from the row's RNG (the old sampler's single call);
-//   5. the first band whose cumulative mass reaches r; kernels::band_ids lists its ids, whose
-//      logits and probabilities are packed;
+//   5. the first band whose cumulative mass reaches r; kernels::band_pack packs its logits,
+//      probabilities and ids;
 //   6. steps 3 and 5 again on the packed set (narrower bands) until at most 64 ids are left
 //      (or the rest are tied), which weighted_select orders.
 // The masses are summed in double in a different order than the old sorted walk, so (as for

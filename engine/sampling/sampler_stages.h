@@ -69,8 +69,7 @@ struct SamplerScratch {
   std::vector<int32_t> count;         // per bucket: ids (top-k)
   std::vector<float> raw_logits;      // logits before any stage, kept for logprobs
   std::vector<int32_t> ids;           // top-logprob selection
-  std::vector<int32_t> band;          // band_draw: the ids of one logit band
-  std::vector<float> packed_logits;   // band_draw: the band's logits, probabilities, ids
+  std::vector<float> packed_logits;   // band_draw: one logit band's logits, probabilities, ids
   std::vector<float> packed_probs;
   std::vector<int32_t> packed_ids;
   std::vector<uint64_t> allowed;      // the constraint's bitmask

@@ -186,25 +186,53 @@ TEST(BandMasses, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
   }
 }
 
-TEST(BandIds, EveryIsaListsTheBandInIdOrder) {
+TEST(BandPack, EveryIsaPacksTheBandInOrderAlsoInPlace) {
   for (int64_t n : kLengths) {
     for (int kind = 0; kind < 4; ++kind) {
       const std::vector<float> x = scan_row(n, uint32_t(n + 5 * kind), kind);
+      const std::vector<float> p = random_floats(n, uint32_t(n + 1), 1.0f);
+      std::vector<int32_t> ids(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(1000 + 3 * i);
       const std::vector<float> lower = lowers_for(x);
-      for (auto [lo, hi] : {std::pair{lower[0], kInf}, std::pair{lower[3], lower[1]},
+      for (auto [lo, hi] : {std::pair{lower[0], kInf}, std::pair{lower[2], lower[0]},
                             std::pair{lower[kMassBands - 1], lower[kMassBands - 2]},
                             std::pair{-FLT_MAX, kInf}}) {
-        std::vector<int32_t> want;
-        for (int64_t i = 0; i < n; ++i) {
-          if (x[size_t(i)] >= lo && x[size_t(i)] < hi) want.push_back(int32_t(i));
-        }
-        for (Isa isa : supported_isas()) {
-          // Guard entries after n: the kernel must write only ids[0, n).
-          std::vector<int32_t> ids(size_t(n) + 16, -7);
-          const int64_t c = kernels_for(isa).band_ids(x.data(), n, lo, hi, ids.data());
-          ASSERT_EQ(c, int64_t(want.size())) << isa_name(isa) << " n=" << n << " kind=" << kind;
-          EXPECT_TRUE(std::equal(want.begin(), want.end(), ids.begin())) << isa_name(isa) << " n=" << n;
-          for (size_t i = size_t(n); i < ids.size(); ++i) ASSERT_EQ(ids[i], -7) << isa_name(isa) << " n=" << n;
+        for (bool given_ids : {false, true}) {
+          std::vector<float> want_x, want_p;
+          std::vector<int32_t> want_id;
+          for (int64_t i = 0; i < n; ++i) {
+            if (x[size_t(i)] >= lo && x[size_t(i)] < hi) {
+              want_x.push_back(x[size_t(i)]);
+              want_p.push_back(p[size_t(i)]);
+              want_id.push_back(given_ids ? ids[size_t(i)] : int32_t(i));
+            }
+          }
+          const int32_t* in_ids = given_ids ? ids.data() : nullptr;
+          for (Isa isa : supported_isas()) {
+            const KernelTable& kt = kernels_for(isa);
+            // Into fresh outputs with guard entries past n (nothing may be written there).
+            std::vector<float> ox(size_t(n) + 16, -7.0f), op(size_t(n) + 16, -7.0f);
+            std::vector<int32_t> oi(size_t(n) + 16, -7);
+            const int64_t c = kt.band_pack(x.data(), p.data(), in_ids, n, lo, hi, ox.data(), op.data(), oi.data());
+            ASSERT_EQ(c, int64_t(want_x.size())) << isa_name(isa) << " n=" << n << " kind=" << kind;
+            EXPECT_TRUE(std::equal(want_x.begin(), want_x.end(), ox.begin())) << isa_name(isa) << " n=" << n;
+            EXPECT_TRUE(std::equal(want_p.begin(), want_p.end(), op.begin())) << isa_name(isa) << " n=" << n;
+            EXPECT_TRUE(std::equal(want_id.begin(), want_id.end(), oi.begin())) << isa_name(isa) << " n=" << n;
+            for (size_t i = size_t(n); i < ox.size(); ++i) {
+              ASSERT_EQ(ox[i], -7.0f) << isa_name(isa) << " n=" << n;
+              ASSERT_EQ(op[i], -7.0f) << isa_name(isa) << " n=" << n;
+              ASSERT_EQ(oi[i], -7) << isa_name(isa) << " n=" << n;
+            }
+            // In place: the outputs are the inputs.
+            std::vector<float> ix = x, ip = p;
+            std::vector<int32_t> ii = ids;
+            const int64_t c2 = kt.band_pack(ix.data(), ip.data(), given_ids ? ii.data() : nullptr, n, lo, hi,
+                                            ix.data(), ip.data(), ii.data());
+            ASSERT_EQ(c2, c) << isa_name(isa) << " in place, n=" << n;
+            EXPECT_TRUE(std::equal(want_x.begin(), want_x.end(), ix.begin())) << isa_name(isa) << " in place";
+            EXPECT_TRUE(std::equal(want_p.begin(), want_p.end(), ip.begin())) << isa_name(isa) << " in place";
+            EXPECT_TRUE(std::equal(want_id.begin(), want_id.end(), ii.begin())) << isa_name(isa) << " in place";
+          }
         }
       }
     }
