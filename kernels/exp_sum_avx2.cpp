@@ -36,7 +36,17 @@ inline __m256 exp8(__m256 x) {
   const __m256i bias = _mm256_set1_epi32(127);
   const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
   const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  // Lanes with n < -125 may round to a subnormal (a microcode assist on some cores): there
+  // the second factor is 1 and the result is the round-half-even integer of the exact
+  // p * 2^(n + 149), which is the bit pattern of the correctly rounded p * 2^n (as in
+  // exp_sum_avx512.cpp): the bits of the scalar (p * f1) * f2.
+  const __m256 sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(-125), ni));
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, f1), _mm256_blendv_ps(f2, _mm256_set1_ps(1.0f), sub));
+  if (_mm256_movemask_ps(sub)) {
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(149 + 127)), 23));
+    const __m256i k = _mm256_cvtps_epi32(_mm256_mul_ps(p, scale));  // MXCSR: round half even
+    result = _mm256_blendv_ps(result, _mm256_castsi256_ps(k), sub);
+  }
   result = _mm256_andnot_ps(too_small, result);
   result = _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), too_large);
   return _mm256_blendv_ps(result, x, is_nan);
