@@ -48,8 +48,11 @@ inline __m512 exp16(__m512 x) {
   // 2^-149, and k is also its float's bit pattern (the smallest normal included): the bits
   // of the scalar (p * f1) * f2.
   const __mmask16 sub = _mm512_cmp_epi32_mask(ni, _mm512_set1_epi32(-125), _MM_CMPINT_LT);
-  __m512 result = _mm512_mul_ps(_mm512_mul_ps(p, f1), _mm512_mask_mov_ps(f2, sub, _mm512_set1_ps(1.0f)));
-  if (sub) {
+  __m512 result;
+  if (!sub) {
+    result = _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
+  } else {
+    result = _mm512_mul_ps(_mm512_mul_ps(p, f1), _mm512_mask_mov_ps(f2, sub, _mm512_set1_ps(1.0f)));
     const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(149 + 127)), 23));
     const __m512i k = _mm512_cvtps_epi32(_mm512_mul_ps(p, scale));  // MXCSR: round half even
     result = _mm512_mask_mov_ps(result, sub, _mm512_castsi512_ps(k));
