@@ -14,5 +14,13 @@ void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
 void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
 void add_avx2_exp_kernels(KernelTable& t);   // exp_sum_avx2.cpp
 void add_avx512_exp_kernels(KernelTable& t); // exp_sum_avx512.cpp
+void add_avx2_sample_scan_kernels(KernelTable& t);   // sample_scan_avx2.cpp
+void add_avx512_sample_scan_kernels(KernelTable& t); // sample_scan_avx512.cpp
+// The scalar references (sample_scan.cpp), for the scalar table.
+RowRange row_range_scalar(const float* x, int64_t n);
+double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                          double* band, float* p_out);
+int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                         float* out_x, float* out_p, int32_t* out_ids);
 
 }  // namespace spillway::kernels

@@ -11,6 +11,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/exp_sum.h"
+#include "kernels/ops/sample_scan.h"
 
 namespace spillway::kernels {
 
@@ -169,6 +170,12 @@ struct KernelTable {
   void (*add_inplace)(float* y, const float* x, int64_t n) = nullptr;
   // As kernels::exp_scaled_sum (exp_sum.h): every ISA gives the same bits.
   double (*exp_scaled_sum)(const float* x, float shift, float scale, float* out, int64_t n) = nullptr;
+  // As kernels::row_range / band_masses / band_pack (sample_scan.h): every ISA gives the same bits.
+  RowRange (*row_range)(const float* x, int64_t n) = nullptr;
+  double (*band_masses)(const float* x, const float* e, int64_t n, double inv_sum, const float* lower,
+                        double* band, float* p_out) = nullptr;
+  int64_t (*band_pack)(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                       float* out_x, float* out_p, int32_t* out_ids) = nullptr;
   // Rotates with a precomputed table: cos_sin[2i], cos_sin[2i+1] = cos, sin of theta_i
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,

@@ -12,6 +12,7 @@ const KernelTable& avx2_kernel_table() {
     add_avx2_row_kernels(t);
     add_avx2_gdn_kernels(t);
     add_avx2_exp_kernels(t);
+    add_avx2_sample_scan_kernels(t);
     return t;
   }();
   return table;

@@ -13,6 +13,7 @@ const KernelTable& avx512_kernel_table() {
     add_avx512_row_kernels(t);
     add_avx512_gdn_kernels(t);
     add_avx512_exp_kernels(t);
+    add_avx512_sample_scan_kernels(t);
     return t;
   }();
   return table;

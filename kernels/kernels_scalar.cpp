@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernel_registry.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant/quant_blocks.h"
 
@@ -478,6 +479,9 @@ constexpr KernelTable make_scalar_table() {
   t.silu_mul = silu_mul_scalar;
   t.add_inplace = add_inplace_scalar;
   t.exp_scaled_sum = exp_scaled_sum_scalar;
+  t.row_range = row_range_scalar;
+  t.band_masses = band_masses_scalar;
+  t.band_pack = band_pack_scalar;
   t.rope = rope_scalar;
   t.attention = attention_scalar;
   t.gated_delta_net = gated_delta_net_scalar;

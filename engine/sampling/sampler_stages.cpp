@@ -10,7 +10,9 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/sampling/band_draw.h"
 #include "kernels/exp_sum.h"
+#include "kernels/ops/sample_scan.h"
 
 namespace spillway::engine {
 
@@ -28,51 +30,11 @@ int bucket_count(int32_t n_vocab) { return std::clamp(n_vocab / 32, 16, kMaxBuck
 void SamplingRow::ensure_range() {
   if (have_range) return;
   have_range = true;
-  // GCC vector extensions (plain SSE at the x86-64 baseline): the compiler does not
-  // vectorize float min / max reductions by itself without -ffast-math.
-  typedef float v4f __attribute__((vector_size(16)));
-  typedef int32_t v4i __attribute__((vector_size(16)));
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  const v4f neg_inf = {kNegInf, kNegInf, kNegInf, kNegInf};
-  const v4f pos_inf = -neg_inf;
-  v4f mx0 = neg_inf, mx1 = neg_inf, mn0 = pos_inf, mn1 = pos_inf;
-  v4i finite0 = {0, 0, 0, 0}, finite1 = finite0;
-  const int32_t n = n_vocab;
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    v4f a, b;
-    std::memcpy(&a, logits + i, sizeof a);
-    std::memcpy(&b, logits + i + 4, sizeof b);
-    mx0 = mx0 < a ? a : mx0;
-    mx1 = mx1 < b ? b : mx1;
-    const v4i fa = a != neg_inf, fb = b != neg_inf;  // all ones where finite
-    const v4f la = fa ? a : pos_inf, lb = fb ? b : pos_inf;
-    mn0 = la < mn0 ? la : mn0;
-    mn1 = lb < mn1 ? lb : mn1;
-    finite0 -= fa;
-    finite1 -= fb;
-  }
-  float best = kNegInf, lowest = kInf;
-  int32_t count = 0;
-  for (int j = 0; j < 4; ++j) {
-    best = std::max({best, mx0[j], mx1[j]});
-    lowest = std::min({lowest, mn0[j], mn1[j]});
-    count += finite0[j] + finite1[j];
-  }
-  for (; i < n; ++i) {
-    const float l = logits[i];
-    if (l == kNegInf) continue;
-    best = std::max(best, l);
-    lowest = std::min(lowest, l);
-    ++count;
-  }
-  max_logit = best;
-  min_logit = lowest;
-  n_finite = count;
-  best_id = 0;
-  if (count > 0) {
-    while (logits[best_id] != best) ++best_id;  // the lowest id holding the maximum
-  }
+  const kernels::RowRange r = kernels::row_range(logits, n_vocab);
+  max_logit = r.max;
+  min_logit = r.min;
+  n_finite = static_cast<int32_t>(r.n_finite);
+  best_id = static_cast<int32_t>(r.argmax);  // the lowest id holding the maximum; 0 if none
 }
 
 void SamplingRow::ensure_dense() {
@@ -292,12 +254,10 @@ void ConstraintMaskStage::apply(SamplingRow& row) {
 }
 
 void GreedyStage::apply(SamplingRow& row) {
-  const float* logits = row.logits;
-  int32_t best = 0;
-  for (int32_t i = 1; i < row.n_vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  row.token = best;
+  // The lowest id holding the largest logit (kernels::row_range, vectorized); NaN logits are
+  // never chosen; a row of -inf gives 0.
+  row.ensure_range();
+  row.token = row.best_id;
 }
 
 void TemperatureStage::apply(SamplingRow& row) { row.inv_temperature = inv_t_; }
@@ -396,6 +356,11 @@ void DrawStage::apply(SamplingRow& row) {
       }
     }
     row.token = row.cand[row.n_cand - 1].id;
+    return;
+  }
+  if (!row.have_dense && !row.has_bound && row.p_floor <= 0.0f) {
+    // Plain temperature sampling: a few vectorized passes (band_draw.h), no dense state.
+    row.token = band_draw(row);
     return;
   }
   row.ensure_dense();

@@ -15,8 +15,10 @@
 //   min-p). A bucket is floor((max_logit - logit) * scale): monotone in the rank order
 //   (logit descending, then id ascending), so the mass of every bucket above the one a
 //   target falls in is known from one histogram pass, and only that one bucket's ids are
-//   gathered and ordered (weighted_select, which sorts only small sets). Temperature
-//   sampling at top_p = 1 and top-p / min-p run this way: a few linear passes.
+//   gathered and ordered (weighted_select, which sorts only small sets). top-p / min-p run
+//   this way: a few linear passes. Plain temperature sampling (no cut-off) skips the dense
+//   state: DrawStage hands the row to band_draw (band_draw.h), vectorized passes through
+//   nested logit bands, the same rank-ordered draw.
 // - candidates: after top-k, the k best (found by a count histogram, nth_element on the
 //   few ids it leaves, then a sort of the k) in rank order; top-p / min-p / the draw then
 //   walk them exactly as the old sampler did.
@@ -69,6 +71,9 @@ struct SamplerScratch {
   std::vector<int32_t> count;         // per bucket: ids (top-k)
   std::vector<float> raw_logits;      // logits before any stage, kept for logprobs
   std::vector<int32_t> ids;           // top-logprob selection
+  std::vector<float> packed_logits;   // band_draw: one logit band's logits, probabilities, ids
+  std::vector<float> packed_probs;
+  std::vector<int32_t> packed_ids;
   std::vector<uint64_t> allowed;      // the constraint's bitmask
 };
 
@@ -85,7 +90,7 @@ struct SamplingRow {
 
   float inv_temperature = 1.0f;
 
-  // Logit range over the finite logits (ensure_range).
+  // Logit range over the finite logits (ensure_range: kernels::row_range, one vectorized pass).
   bool have_range = false;
   float max_logit = 0.0f, min_logit = 0.0f;
   int32_t best_id = 0;    // the best-ranked id

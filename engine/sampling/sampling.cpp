@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/exp_sum.h"
+#include "kernels/ops/sample_scan.h"
 
 namespace spillway::engine {
 
@@ -14,33 +15,16 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// GCC vector extensions (plain SSE at the x86-64 baseline), as SamplingRow::ensure_range.
+// GCC vector extensions (plain SSE at the x86-64 baseline) for select_top.
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-
-// The largest logit (NaNs ignored, as std::max(max, x) ignores them); -inf when none.
-float row_max(const float* x, int32_t n) {
-  const v4f neg_inf = {kNegInf, kNegInf, kNegInf, kNegInf};
-  v4f m0 = neg_inf, m1 = neg_inf;
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    v4f a, b;
-    std::memcpy(&a, x + i, sizeof a);
-    std::memcpy(&b, x + i + 4, sizeof b);
-    m0 = m0 < a ? a : m0;
-    m1 = m1 < b ? b : m1;
-  }
-  float best = kNegInf;
-  for (int j = 0; j < 4; ++j) best = std::max({best, m0[j], m1[j]});
-  for (; i < n; ++i) best = std::max(best, x[i]);
-  return best;
-}
 
 // log(sum(exp(x - max))) + max over the raw logits: the exps in float by the kernels'
 // exp_scaled_sum (vectorized), summed in double. Against the same formula all in double it
 // is within about 1e-6 (tests/engine/test_sampling_exp.cpp).
 double log_sum_exp(const float* logits, int32_t n) {
-  const float max_logit = row_max(logits, n);
+  // The max half of SamplingRow::ensure_range: the same vectorized kernel (NaNs ignored).
+  const float max_logit = kernels::row_range(logits, n).max;
   if (max_logit == kNegInf) return kNegInf;
   const double sum = kernels::exp_scaled_sum(logits, max_logit, 1.0f, nullptr, n);
   return std::log(sum) + max_logit;
@@ -148,8 +132,19 @@ SampledToken Sampler::sample(float* logits, int32_t n_vocab, std::span<const int
 void Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
                      size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
                      SampledToken& out) {
+  if (!writes_logits(banned)) {
+    // No stage writes the row (the candidate stages only read it): no copy.
+    run_chain(const_cast<float*>(logits), n_vocab, history, n_prompt, banned, scratch, out);
+    return;
+  }
   scratch.logits.assign(logits, logits + n_vocab);
   run_chain(scratch.logits.data(), n_vocab, history, n_prompt, banned, scratch, out);
+}
+
+bool Sampler::writes_logits(std::span<const int32_t> banned) const {
+  const SamplingParams& p = params_;
+  return !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f || !banned.empty() || constraint_ != nullptr;
 }
 
 void Sampler::run_chain(float* logits, int32_t n_vocab, std::span<const int32_t> history,
@@ -176,7 +171,12 @@ void Sampler::run_chain(float* logits, int32_t n_vocab, std::span<const int32_t>
     }
   }
   ++chain_runs_;
-  if (want_logprobs) scratch.raw_logits.assign(logits, logits + n_vocab);
+  // Logprobs come from the raw row: a copy only when a stage will write it.
+  const float* raw = logits;
+  if (want_logprobs && writes_logits(banned)) {
+    scratch.raw_logits.assign(logits, logits + n_vocab);
+    raw = scratch.raw_logits.data();
+  }
   SamplingRow row;
   row.logits = logits;
   row.n_vocab = n_vocab;
@@ -194,7 +194,7 @@ void Sampler::run_chain(float* logits, int32_t n_vocab, std::span<const int32_t>
   out.logprob = 0.0f;
   out.top_logprobs.clear();
   if (want_logprobs) {
-    compute_logprobs(scratch.raw_logits.data(), n_vocab, out.token, params_.top_logprobs, out,
+    compute_logprobs(raw, n_vocab, out.token, params_.top_logprobs, out,
                      &scratch.ids);
   }
 }

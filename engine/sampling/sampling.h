@@ -62,8 +62,9 @@ class Sampler {
   SampledToken sample(float* logits, int32_t n_vocab, std::span<const int32_t> history,
                       size_t n_prompt, std::span<const int32_t> banned = {});
 
-  // The same choice from a read-only row: the logits are copied into scratch.logits and the
-  // chain runs there. scratch: owned by the caller's row slot (one thread at a time),
+  // The same choice from a read-only row: when a logit stage may write the row (bias,
+  // penalties, banned ids, a constraint) it is copied into scratch.logits and the chain runs
+  // there; otherwise the chain reads `logits` in place and never writes it. scratch: owned by the caller's row slot (one thread at a time),
   // reused across sequences and steps. out: overwritten, its vectors' capacity reused.
   void sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
               size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
@@ -89,6 +90,9 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  // Whether a logit stage (bias, penalties, banned ids, the constraint's mask) may write the
+  // row this call; the candidate stages never do.
+  bool writes_logits(std::span<const int32_t> banned) const;
   void run_chain(float* logits, int32_t n_vocab, std::span<const int32_t> history,
                  size_t n_prompt, std::span<const int32_t> banned, SamplerScratch& scratch,
                  SampledToken& out);

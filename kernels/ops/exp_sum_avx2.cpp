@@ -7,17 +7,50 @@
 #include <cstdint>
 
 #include "kernels/kernel_registry.h"
-#include "kernels/ops/exp_poly_avx2.h"
 
 namespace spillway::kernels {
 
 namespace {
 
-// exp_poly on 8 lanes (its clamp: 0 below -104).
-struct ExpPolyClamp {
-  static constexpr float kLo = -104.0f;
-};
-inline __m256 exp8(__m256 x) { return exp8_clamped<ExpPolyClamp>(x); }
+// exp_poly on 8 lanes: clamp to [-104, 88.72283], reduce, polynomial, 2^n as two exact
+// power-of-two factors; then 0 below -104 (and for -inf), +inf above, NaN kept.
+inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-104.0f), hi = _mm256_set1_ps(88.72283f);
+  const __m256 too_small = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 too_large = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  // Lanes with n < -125 may round to a subnormal (a microcode assist on some cores): there
+  // the second factor is 1 and the result is the round-half-even integer of the exact
+  // p * 2^(n + 149), which is the bit pattern of the correctly rounded p * 2^n (as in
+  // exp_sum_avx512.cpp): the bits of the scalar (p * f1) * f2.
+  const __m256 sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(-125), ni));
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, f1), _mm256_blendv_ps(f2, _mm256_set1_ps(1.0f), sub));
+  if (_mm256_movemask_ps(sub)) {
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(149 + 127)), 23));
+    const __m256i k = _mm256_cvtps_epi32(_mm256_mul_ps(p, scale));  // MXCSR: round half even
+    result = _mm256_blendv_ps(result, _mm256_castsi256_ps(k), sub);
+  }
+  result = _mm256_andnot_ps(too_small, result);
+  result = _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), too_large);
+  return _mm256_blendv_ps(result, x, is_nan);
+}
 
 // The n < 8 remaining floats, the other lanes -inf (their exp is 0: they add +0).
 inline __m256 load_tail(const float* p, int64_t n) {
