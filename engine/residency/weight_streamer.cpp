@@ -231,6 +231,19 @@ void WeightStreamer::reader_loop() {
 }
 
 Result<const uint8_t*> WeightStreamer::acquire(int32_t id) {
+  const StreamUnit* failed_read = nullptr;
+  bool demanded = false;
+  Result<const uint8_t*> got = acquire_once(id, &failed_read, &demanded);
+  if (got.ok() || failed_read == nullptr) return got;
+  if (demanded) {
+    std::lock_guard lk(mu_);
+    demand_.push_front(failed_read);  // read it again ahead of the rest of the demand
+  }
+  return acquire_once(id, &failed_read, &demanded);
+}
+
+Result<const uint8_t*> WeightStreamer::acquire_once(int32_t id, const StreamUnit** failed_read,
+                                                    bool* failed_demanded) {
   std::unique_lock lk(mu_);
   const auto start = Clock::now();
   const int32_t at = issued_position_locked(id);
@@ -291,6 +304,8 @@ Result<const uint8_t*> WeightStreamer::acquire(int32_t id) {
   Slot& slot = slots_[s];
   if (slot.state == SlotState::Failed) {
     slot.state = SlotState::Free;
+    *failed_read = slot.unit;
+    *failed_demanded = slot.order_index == kDemanded;
     std::string message = std::move(slot.error);
     fill_locked();
     return Error{std::move(message)};

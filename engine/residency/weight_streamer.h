@@ -110,8 +110,10 @@ class WeightStreamer {
   // cycle's next), the prefetched units are discarded and streaming restarts at `id` (a
   // demanded id: the demand queue from it on; a cyclic id: the pending demand is dropped
   // and the cycle restarts there).
-  // An Error when the read failed (it names the file), or when every slot is held by the
-  // engine (acquire more units at once than there are slots).
+  // A unit whose read failed is read once more before the error is returned: a prefetch
+  // that met a transient fault (e.g. read ahead for a step that then failed elsewhere) does
+  // not fail the next step. An Error when the read failed twice (it names the file), or
+  // when every slot is held by the engine (acquire more units at once than there are slots).
   Result<const uint8_t*> acquire(int32_t id);
   // The engine is done with the unit acquired last under this id: its slot is refilled.
   void release(int32_t id);
@@ -148,6 +150,8 @@ class WeightStreamer {
   void reader_loop();
   // Issues the next units into every free slot (queues their requests); caller holds mu_.
   void fill_locked();
+  // One attempt of acquire(); *failed_read: the unit whose read failed (else left alone).
+  Result<const uint8_t*> acquire_once(int32_t id, const StreamUnit** failed_read, bool* failed_demanded);
   void issue_locked(int32_t slot_index, const StreamUnit* unit, size_t order_index);
   void restart_locked(size_t order_index);  // caller holds mu_
   // Where the cycle resumes after a restart: the first issued cyclic unit not consumed yet.
