@@ -85,7 +85,6 @@ int32_t most_pieces_held(const BlockWeights& b) {
 
 constexpr int32_t kMaxAheadPieces = 8;
 
-
 }  // namespace
 
 WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)

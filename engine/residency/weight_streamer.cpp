@@ -236,8 +236,18 @@ Result<const uint8_t*> WeightStreamer::acquire(int32_t id) {
   Result<const uint8_t*> got = acquire_once(id, &failed_read, &demanded);
   if (got.ok() || failed_read == nullptr) return got;
   if (demanded) {
+    // Read it again ahead of the rest of the demand, the demanded units already issued
+    // after it included (the restart discards their reads).
     std::lock_guard lk(mu_);
-    demand_.push_front(failed_read);  // read it again ahead of the rest of the demand
+    std::deque<const StreamUnit*> again{failed_read};
+    for (int32_t s : issued_) {
+      if (slots_[s].order_index == kDemanded) again.push_back(slots_[s].unit);
+    }
+    again.insert(again.end(), demand_.begin(), demand_.end());
+    const size_t resume = cycle_resume_index_locked();
+    demand_ = std::move(again);
+    restart_locked(resume);
+    fill_locked();
   }
   return acquire_once(id, &failed_read, &demanded);
 }

@@ -138,6 +138,31 @@ TEST_P(WeightStreamerTest, ReadErrorsAreValuesNamingTheFile) {
   s.release(0);
 }
 
+// A demanded unit whose read fails is read once more (acquire's retry restarts the
+// demand from it): the demanded units after it, possibly issued already, still come in
+// order with their bytes, and the cycle resumes.
+TEST_P(WeightStreamerTest, AFailedDemandedReadKeepsTheRestOfTheDemand) {
+  StreamUnit bad;
+  bad.id = 9;
+  bad.ranges.push_back({0, bytes_.size() - 10, 100, 0});  // past the end of the file
+  bad.buffer_bytes = 2 * kA;
+  WeightStreamer s({reader_.get()}, GetParam(), std::max<uint64_t>(max_unit_bytes_, bad.buffer_bytes));
+  s.set_schedule({&units_[0], &units_[1], &units_[2]});
+  auto first = s.acquire(0);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  s.release(0);
+  s.demand({&bad, &units_[5], &units_[3]});
+  auto p = s.acquire(9);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find(path_.filename().string()), std::string::npos) << p.error().message;
+  for (int id : {5, 3, 1, 2}) {
+    auto q = s.acquire(id);
+    ASSERT_TRUE(q.ok()) << id << ": " << q.error().message;
+    expect_unit_bytes(units_[id], *q);
+    s.release(id);
+  }
+}
+
 TEST_P(WeightStreamerTest, DemandedUnitsComeBeforeTheCycleWhichThenResumes) {
   // Units 0..2 cycle (layers); 3..5 stand for experts the router chose, demanded per step.
   WeightStreamer s({reader_.get()}, GetParam(), max_unit_bytes_);
