@@ -22,5 +22,6 @@ double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_
                           double* band, float* p_out);
 int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                          float* out_x, float* out_p, int32_t* out_ids);
+double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above);
 
 }  // namespace spillway::kernels

@@ -176,6 +176,9 @@ struct KernelTable {
                         double* band, float* p_out) = nullptr;
   int64_t (*band_pack)(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                        float* out_x, float* out_p, int32_t* out_ids) = nullptr;
+  // As kernels::exp_band_sums (sample_scan.h): every ISA gives the same bits.
+  double (*exp_band_sums)(const float* x, float shift, float scale, int64_t n, const float* lower,
+                          double* above) = nullptr;
   // Rotates with a precomputed table: cos_sin[2i], cos_sin[2i+1] = cos, sin of theta_i
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,

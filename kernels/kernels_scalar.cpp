@@ -482,6 +482,7 @@ constexpr KernelTable make_scalar_table() {
   t.row_range = row_range_scalar;
   t.band_masses = band_masses_scalar;
   t.band_pack = band_pack_scalar;
+  t.exp_band_sums = exp_band_sums_scalar;
   t.rope = rope_scalar;
   t.attention = attention_scalar;
   t.gated_delta_net = gated_delta_net_scalar;

@@ -104,8 +104,61 @@ double exp_scaled_sum_avx2(const float* x, float shift, float scale, float* out,
              : exp_scaled_sum_avx2_impl<false>(x, shift, scale, out, n);
 }
 
+// exp_band_sums (sample_scan.h): exp_scaled_sum's loop without the store, plus each lane's
+// exp added into every cumulative band it belongs to (+0 outside: a lane's sum of
+// nonnegative terms does not change, the contract's "adds nothing"). The total's lanes are
+// exp_scaled_sum's, so its bits too.
+double exp_band_sums_avx2(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
+  constexpr int kBands = 4;  // kMassBands (sample_scan.h)
+  const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
+  const __m256 pos_inf = _mm256_set1_ps(INFINITY);
+  // The 16 lanes as quarters (lanes 0-3, 4-7, 8-11, 12-15): the total in registers, the
+  // bands in memory (more than the 16 ymm registers).
+  __m256d total[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  alignas(32) double acc[kBands][16] = {};
+  // 8 elements into quarters q0, q0 + 1.
+  auto step = [&](__m256 v, int q0) {
+    const __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(v, vs), vk));
+    const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
+    const __m256d e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+    total[q0] = _mm256_add_pd(total[q0], e0);
+    total[q0 + 1] = _mm256_add_pd(total[q0 + 1], e1);
+    const __m256 finite = _mm256_cmp_ps(v, pos_inf, _CMP_LT_OQ);
+    for (int j = 0; j < kBands; ++j) {
+      const __m256 in = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_set1_ps(lower[j]), _CMP_GE_OQ), finite);
+      const __m256i in_i = _mm256_castps_si256(in);
+      const __m256d m0 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(in_i)));
+      const __m256d m1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(in_i, 1)));
+      double* a = acc[j] + 4 * q0;
+      _mm256_store_pd(a, _mm256_add_pd(_mm256_load_pd(a), _mm256_and_pd(m0, e0)));
+      _mm256_store_pd(a + 4, _mm256_add_pd(_mm256_load_pd(a + 4), _mm256_and_pd(m1, e1)));
+    }
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    step(_mm256_loadu_ps(x + i), 0);
+    step(_mm256_loadu_ps(x + i + 8), 2);
+  }
+  // Lanes past n: -inf (exp 0, no band).
+  for (int q0 = 0; i < n; i += 8, q0 += 2) step(load_tail(x + i, n - i < 8 ? n - i : 8), q0);
+  auto tree = [](const double* a) {
+    double s8[8], s4[4], s2[2];
+    for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+    return s2[0] + s2[1];
+  };
+  for (int j = 0; j < kBands; ++j) above[j] = tree(acc[j]);
+  alignas(32) double t[16];
+  for (int q = 0; q < 4; ++q) _mm256_store_pd(t + 4 * q, total[q]);
+  return tree(t);
+}
+
 }  // namespace
 
-void add_avx2_exp_kernels(KernelTable& t) { t.exp_scaled_sum = exp_scaled_sum_avx2; }
+void add_avx2_exp_kernels(KernelTable& t) {
+  t.exp_scaled_sum = exp_scaled_sum_avx2;
+  t.exp_band_sums = exp_band_sums_avx2;
+}
 
 }  // namespace spillway::kernels

@@ -94,8 +94,53 @@ double exp_scaled_sum_avx512(const float* x, float shift, float scale, float* ou
              : exp_scaled_sum_avx512_impl<false>(x, shift, scale, out, n);
 }
 
+// exp_band_sums (sample_scan.h): exp_scaled_sum's loop without the store, plus a masked add
+// of each lane's exp into every cumulative band it belongs to (lanes outside keep their sum:
+// the contract's "adds nothing"). The total's lanes are exp_scaled_sum's, so its bits too.
+double exp_band_sums_avx512(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
+  constexpr int kBands = 4;  // kMassBands (sample_scan.h)
+  const __m512 vs = _mm512_set1_ps(shift), vk = _mm512_set1_ps(scale);
+  const __m512 pos_inf = _mm512_set1_ps(__builtin_inff());
+  __m512 low[kBands];
+  for (int j = 0; j < kBands; ++j) low[j] = _mm512_set1_ps(lower[j]);
+  __m512d lo = _mm512_setzero_pd(), hi = lo;  // the total: lanes 0-7, 8-15
+  __m512d band_lo[kBands], band_hi[kBands];
+  for (int j = 0; j < kBands; ++j) band_lo[j] = band_hi[j] = _mm512_setzero_pd();
+  auto step = [&](__m512 v, __mmask16 k) {
+    const __m512 e = exp16(_mm512_mul_ps(_mm512_sub_ps(v, vs), vk));
+    const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
+    const __m512d e1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    lo = _mm512_add_pd(lo, e0);
+    hi = _mm512_add_pd(hi, e1);
+    const __mmask16 finite = _mm512_mask_cmp_ps_mask(k, v, pos_inf, _CMP_LT_OQ);
+    for (int j = 0; j < kBands; ++j) {
+      const __mmask16 in = _mm512_mask_cmp_ps_mask(finite, v, low[j], _CMP_GE_OQ);
+      band_lo[j] = _mm512_mask_add_pd(band_lo[j], __mmask8(in), band_lo[j], e0);
+      band_hi[j] = _mm512_mask_add_pd(band_hi[j], __mmask8(in >> 8), band_hi[j], e1);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) step(_mm512_loadu_ps(x + i), __mmask16(0xffff));
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1);
+    // Lanes past n: -inf, exp 0, add +0 to the total, in no band.
+    step(_mm512_mask_loadu_ps(_mm512_set1_ps(-__builtin_inff()), k, x + i), k);
+  }
+  auto tree = [](__m512d a, __m512d b) {
+    const __m512d s8 = _mm512_add_pd(a, b);
+    const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+  };
+  for (int j = 0; j < kBands; ++j) above[j] = tree(band_lo[j], band_hi[j]);
+  return tree(lo, hi);
+}
+
 }  // namespace
 
-void add_avx512_exp_kernels(KernelTable& t) { t.exp_scaled_sum = exp_scaled_sum_avx512; }
+void add_avx512_exp_kernels(KernelTable& t) {
+  t.exp_scaled_sum = exp_scaled_sum_avx512;
+  t.exp_band_sums = exp_band_sums_avx512;
+}
 
 }  // namespace spillway::kernels

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/cpu_features.h"
+#include "kernels/exp_sum.h"
 #include "kernels/kernel_table.h"
 
 namespace spillway::kernels {
@@ -58,15 +59,40 @@ int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     if (v >= lo && v < hi) {
-      const float pv = p[i];
       const int32_t id = ids ? ids[i] : static_cast<int32_t>(i);
+      if (p) {
+        const float pv = p[i];
+        out_p[c] = pv;
+      }
       out_x[c] = v;
-      out_p[c] = pv;
       out_ids[c] = id;
       ++c;
     }
   }
   return c;
+}
+
+double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  double a[kMassBands + 1][16] = {};  // the cumulative bands, then the total
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = exp_poly((x[i] - shift) * scale);
+    const int l = static_cast<int>(i % 16);
+    a[kMassBands][l] += e;
+    for (int j = 0; j < kMassBands; ++j) {
+      if (x[i] >= lower[j] && x[i] < kInf) a[j][l] += e;
+    }
+  }
+  double sums[kMassBands + 1];
+  for (int j = 0; j <= kMassBands; ++j) {
+    double s8[8], s4[4], s2[2];
+    for (int l = 0; l < 8; ++l) s8[l] = a[j][l] + a[j][l + 8];
+    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
+    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+    sums[j] = s2[0] + s2[1];
+  }
+  for (int j = 0; j < kMassBands; ++j) above[j] = sums[j];
+  return sums[kMassBands];
 }
 
 namespace {
@@ -86,6 +112,10 @@ double band_masses(const float* x, const float* e, int64_t n, double inv_sum, co
 int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                   float* out_x, float* out_p, int32_t* out_ids) {
   return table().band_pack(x, p, ids, n, lo, hi, out_x, out_p, out_ids);
+}
+
+double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
+  return table().exp_band_sums(x, shift, scale, n, lower, above);
 }
 
 }  // namespace spillway::kernels

@@ -44,8 +44,16 @@ double band_masses(const float* x, const float* e, int64_t n, double inv_sum, co
 // out_p[c] = p[i], out_ids[c] = ids ? ids[i] : i, for c = 0, 1, ...; returns how many (band
 // j of band_masses: lo = lower[j], hi = lower[j - 1] or +inf). Each output has room for n and
 // may alias its input (in place); nothing past the returned count is meaningful, nothing past
-// n is written.
+// n is written. p may be nullptr: then out_p is not touched (may be nullptr too).
 int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                   float* out_x, float* out_p, int32_t* out_ids);
+
+// The exp pass of exp_scaled_sum fused with unnormalised band sums, storing nothing: with
+// e[i] = exp_poly((x[i] - shift) * scale) (exp_sum.h), returns the sum of the e[i] with the
+// same bits as exp_scaled_sum(x, shift, scale, nullptr, n), and writes above[j] = the sum of
+// e[i] over the ids of bands 0..j (lower[j] <= x[i] < +inf; lower[] as for band_masses), in
+// exp_scaled_sum's 16-lane double order (a term outside the band adds nothing to its lane).
+// Bit-identical on every ISA (tests/kernels/test_sample_scan.cpp).
+double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above);
 
 }  // namespace spillway::kernels

@@ -123,10 +123,13 @@ int64_t band_pack_avx2(const float* x, const float* p, const int32_t* ids, int64
   int64_t c = 0;
   int64_t i = 0;
   auto take = [&](int64_t at) {
-    const float v = x[at], pv = p[at];
+    const float v = x[at];
     const int32_t id = ids ? ids[at] : static_cast<int32_t>(at);
+    if (p) {
+      const float pv = p[at];
+      out_p[c] = pv;
+    }
     out_x[c] = v;
-    out_p[c] = pv;
     out_ids[c] = id;
     ++c;
   };

@@ -121,7 +121,8 @@ double band_masses_avx512(const float* x, const float* e, int64_t n, double inv_
                : band_masses_avx512_impl<false>(x, e, n, inv_sum, lower, above, p_out);
 }
 
-int64_t band_pack_avx512(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+template <bool kP>
+int64_t band_pack_avx512_impl(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                          float* out_x, float* out_p, int32_t* out_ids) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -133,17 +134,17 @@ int64_t band_pack_avx512(const float* x, const float* p, const int32_t* ids, int
   // while c + 16 <= n (then masked stores).
   auto pack = [&](__mmask16 k, __m512 v, __m512 pv, __m512i id) {
     const __m512 cx = _mm512_maskz_compress_ps(k, v);
-    const __m512 cp = _mm512_maskz_compress_ps(k, pv);
+    const __m512 cp = kP ? _mm512_maskz_compress_ps(k, pv) : pv;
     const __m512i ci = _mm512_maskz_compress_epi32(k, id);
     const int m = __builtin_popcount(k);
     if (c + 16 <= n) {
       _mm512_storeu_ps(out_x + c, cx);
-      _mm512_storeu_ps(out_p + c, cp);
+      if constexpr (kP) _mm512_storeu_ps(out_p + c, cp);
       _mm512_storeu_si512(out_ids + c, ci);
     } else {
       const __mmask16 w = __mmask16((1u << m) - 1);
       _mm512_mask_storeu_ps(out_x + c, w, cx);
-      _mm512_mask_storeu_ps(out_p + c, w, cp);
+      if constexpr (kP) _mm512_mask_storeu_ps(out_p + c, w, cp);
       _mm512_mask_storeu_epi32(out_ids + c, w, ci);
     }
     c += m;
@@ -152,16 +153,22 @@ int64_t band_pack_avx512(const float* x, const float* p, const int32_t* ids, int
     const __m512 v = _mm512_loadu_ps(x + i);
     const __mmask16 k = _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
     const __m512i id = ids ? _mm512_loadu_si512(ids + i) : _mm512_add_epi32(lane, _mm512_set1_epi32(int32_t(i)));
-    pack(k, v, _mm512_loadu_ps(p + i), id);
+    pack(k, v, kP ? _mm512_loadu_ps(p + i) : v, id);
   }
   if (i < n) {
     const __mmask16 t = __mmask16((1u << (n - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(t, x + i);
     const __mmask16 k = t & _mm512_cmp_ps_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, vhi, _CMP_LT_OQ);
     const __m512i id = ids ? _mm512_maskz_loadu_epi32(t, ids + i) : _mm512_add_epi32(lane, _mm512_set1_epi32(int32_t(i)));
-    pack(k, v, _mm512_maskz_loadu_ps(t, p + i), id);
+    pack(k, v, kP ? _mm512_maskz_loadu_ps(t, p + i) : v, id);
   }
   return c;
+}
+
+int64_t band_pack_avx512(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
+                         float* out_x, float* out_p, int32_t* out_ids) {
+  return p ? band_pack_avx512_impl<true>(x, p, ids, n, lo, hi, out_x, out_p, out_ids)
+           : band_pack_avx512_impl<false>(x, p, ids, n, lo, hi, out_x, out_p, out_ids);
 }
 
 }  // namespace

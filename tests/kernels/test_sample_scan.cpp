@@ -262,5 +262,75 @@ TEST(ExpScaledSumSubnormals, EveryIsaGivesExpPolyBitsOverTheWholeSubnormalRange)
   }
 }
 
+// exp_band_sums: the scalar reference against the contract written out (the exps of
+// exp_poly, the total with exp_scaled_sum's bits, the unnormalised band sums in the 16-lane
+// order), and every ISA against it bit for bit; rows with ties and -inf, all -inf, and wide
+// rows whose exps are subnormal or zero (the SIMD exps' integer path).
+TEST(ExpBandSums, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
+  const KernelTable& ref = kernels_for(Isa::Scalar);
+  for (int64_t n : kLengths) {
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<float> x = scan_row(n, uint32_t(3 * n + 7 + kind), kind == 3 ? 0 : kind);
+      if (kind == 3) {
+        for (float& v : x) v *= 12.0f;  // sd 36: many exps below 2^-126, some 0
+      }
+      const RowRange range = ref.row_range(x.data(), n);
+      const float mx = range.max == -kInf ? 0.0f : range.max;
+      const std::vector<float> lower = lowers_for(x);
+      std::vector<float> e(static_cast<size_t>(n));
+      const double want_sum = ref.exp_scaled_sum(x.data(), mx, 1.3f, e.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want_e = exp_poly((x[size_t(i)] - mx) * 1.3f);
+        ASSERT_EQ(std::memcmp(&e[size_t(i)], &want_e, 4), 0) << "n=" << n << " i=" << i;
+      }
+      double want[kMassBands];
+      const double got_sum = ref.exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), want);
+      EXPECT_TRUE(same_bits(got_sum, want_sum)) << "n=" << n << " kind=" << kind;
+      EXPECT_TRUE(same_bits(got_sum, contract_mass(x, e, 1.0, lower, -1))) << "n=" << n << " kind=" << kind;
+      for (int j = 0; j < kMassBands; ++j) {
+        // With inv_sum 1 the contract's masses are the exps' sums (float(e * 1.0) == e).
+        EXPECT_TRUE(same_bits(want[j], contract_mass(x, e, 1.0, lower, j))) << "n=" << n << " band " << j;
+      }
+      for (Isa isa : supported_isas()) {
+        double got[kMassBands];
+        const double s = kernels_for(isa).exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), got);
+        EXPECT_TRUE(same_bits(s, want_sum)) << isa_name(isa) << " n=" << n << " kind=" << kind;
+        for (int j = 0; j < kMassBands; ++j) {
+          EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " kind=" << kind << " band " << j;
+        }
+      }
+    }
+  }
+}
+
+// band_pack without probabilities (p == nullptr): the same logits and ids as with them, and
+// nothing written to out_p.
+TEST(BandPack, WithoutProbabilitiesPacksLogitsAndIdsOnly) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x = scan_row(n, uint32_t(n + 77), 1);
+    const std::vector<float> p = random_floats(n, uint32_t(n + 2), 1.0f);
+    const std::vector<float> lower = lowers_for(x);
+    for (Isa isa : supported_isas()) {
+      const KernelTable& kt = kernels_for(isa);
+      std::vector<float> wx(size_t(n) + 16), wp(size_t(n) + 16), gx(size_t(n) + 16, -7.0f);
+      std::vector<int32_t> wi(size_t(n) + 16), gi(size_t(n) + 16, -7);
+      const int64_t want = kt.band_pack(x.data(), p.data(), nullptr, n, lower[1], lower[0], wx.data(), wp.data(), wi.data());
+      const int64_t got = kt.band_pack(x.data(), nullptr, nullptr, n, lower[1], lower[0], gx.data(), nullptr, gi.data());
+      ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n;
+      EXPECT_TRUE(std::equal(wx.begin(), wx.begin() + want, gx.begin())) << isa_name(isa) << " n=" << n;
+      EXPECT_TRUE(std::equal(wi.begin(), wi.begin() + want, gi.begin())) << isa_name(isa) << " n=" << n;
+      for (size_t i = size_t(n); i < gx.size(); ++i) ASSERT_EQ(gx[i], -7.0f) << isa_name(isa) << " n=" << n;
+      // In place over a copy, ids given.
+      std::vector<float> ix = x;
+      std::vector<int32_t> ii(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) ii[size_t(i)] = int32_t(i);
+      const int64_t c2 = kt.band_pack(ix.data(), nullptr, ii.data(), n, lower[1], lower[0], ix.data(), nullptr, ii.data());
+      ASSERT_EQ(c2, want) << isa_name(isa) << " in place, n=" << n;
+      EXPECT_TRUE(std::equal(wx.begin(), wx.begin() + want, ix.begin())) << isa_name(isa) << " in place";
+      EXPECT_TRUE(std::equal(wi.begin(), wi.begin() + want, ii.begin())) << isa_name(isa) << " in place";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spillway::kernels
