@@ -3,15 +3,19 @@
 // integer path), rows where one level's band holds nearly every id (a near-flat row), and
 // the read-only entry point reading the caller's row in place (no copy) without writing it.
 // Tokens are checked against the sorting reference sampler (reference_sampler.h) for the
-// same seed, as in test_sampling_chain.cpp.
+// same seed, as in test_sampling_chain.cpp. The fast path (bounds on the masses, no stored
+// probabilities) against the exact procedure it stands for, token for token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "engine/sampling/band_draw.h"
 #include "engine/sampling/sampling.h"
+#include "kernels/exp_sum.h"
 #include "reference_sampler.h"
 
 namespace spillway::engine {
@@ -81,6 +85,72 @@ TEST(BandDraw, TheReadOnlyEntryReadsTheRowInPlaceAndLeavesItUnchanged) {
       EXPECT_TRUE(scratch.logits.empty()) << "T=" << temperature;
     }
   }
+}
+
+// band_draw's fast path against its exact procedure (BandDrawPath::kExact) for the same
+// uniform number: the same token, the same RNG state after, on rows of every shape the
+// bounds meet (peaked like a model's, spread, flat, wide with subnormal exps, coarse with
+// ties and -inf), several temperatures and vocabulary sizes (every tail length).
+TEST(BandDraw, TheFastPathDrawsTheExactProceduresToken) {
+  const int64_t fallbacks_before = band_draw_fallbacks();
+  SamplerScratch fast_scratch, exact_scratch;
+  std::mt19937 g(17);
+  int draws = 0;
+  for (int32_t n : {kVocab, 4099, 1000, 64, 17, 1}) {
+    for (int kind = 0; kind < 6; ++kind) {
+      for (float temperature : {0.5f, 1.0f, 1.7f}) {
+        const int steps = n == kVocab ? 6 : 40;
+        for (int step = 0; step < steps; ++step) {
+          const float sd = kind == 0 ? 15.0f : kind == 1 ? 2.5f : kind == 2 ? 0.02f : kind == 3 ? 40.0f : 2.0f;
+          std::vector<float> row = normal_row(g, n, sd);
+          if (kind == 4) {  // coarse: ties decided by id, 5% -inf
+            for (float& x : row) x = std::uniform_int_distribution<int>(0, 19)(g) == 0 ? -std::numeric_limits<float>::infinity() : std::round(x * 2.0f) / 2.0f;
+          }
+          if (kind == 5) row[std::uniform_int_distribution<size_t>(0, row.size() - 1)(g)] += 9.0f;  // one dominant id
+          std::mt19937_64 rng_fast(1000u + uint64_t(draws)), rng_exact = rng_fast;
+          SamplingRow a, b;
+          a.logits = b.logits = row.data();
+          a.n_vocab = b.n_vocab = n;
+          a.inv_temperature = b.inv_temperature = 1.0f / temperature;
+          a.rng = &rng_fast;
+          b.rng = &rng_exact;
+          a.scratch = &fast_scratch;
+          b.scratch = &exact_scratch;
+          const int32_t want = band_draw(b, BandDrawPath::kExact);
+          const int32_t got = band_draw(a, BandDrawPath::kAuto);
+          ASSERT_EQ(got, want) << "n=" << n << " kind=" << kind << " T=" << temperature << " step=" << step;
+          ASSERT_EQ(rng_fast(), rng_exact()) << "n=" << n << " kind=" << kind;
+          ++draws;
+        }
+      }
+    }
+  }
+  RecordProperty("fallbacks", static_cast<int>(band_draw_fallbacks() - fallbacks_before));
+  RecordProperty("draws", draws);
+}
+
+// row_probabilities: the draw's probabilities, float(e * (1 / S)) with the kernels' exp and
+// sum, summing to 1; a row of -inf gives zeros.
+TEST(BandDraw, RowProbabilitiesAreTheNormalisedKernelExps) {
+  std::mt19937 g(5);
+  std::vector<float> row = normal_row(g, 3001, 4.0f);
+  row[7] = -std::numeric_limits<float>::infinity();
+  std::vector<float> p(row.size(), -1.0f);
+  row_probabilities(row.data(), 3001, 0.8f, p.data());
+  float mx = row[0];
+  for (float x : row) mx = std::max(mx, x);
+  std::vector<float> e(row.size());
+  const double inv_sum = 1.0 / kernels::exp_scaled_sum(row.data(), mx, 0.8f, e.data(), 3001);
+  double total = 0.0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    ASSERT_EQ(p[i], static_cast<float>(static_cast<double>(kernels::exp_poly((row[i] - mx) * 0.8f)) * inv_sum)) << i;
+    total += p[i];
+  }
+  EXPECT_EQ(p[7], 0.0f);
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  std::vector<float> none(5, -std::numeric_limits<float>::infinity());
+  row_probabilities(none.data(), 5, 1.0f, p.data());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(p[size_t(i)], 0.0f);
 }
 
 }  // namespace
