@@ -22,6 +22,7 @@ double band_masses_scalar(const float* x, const float* e, int64_t n, double inv_
                           double* band, float* p_out);
 int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                          float* out_x, float* out_p, int32_t* out_ids);
-double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above);
+double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above,
+                            float* top_x, int32_t* top_ids, int64_t* n_top);
 
 }  // namespace spillway::kernels

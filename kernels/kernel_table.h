@@ -178,7 +178,7 @@ struct KernelTable {
                        float* out_x, float* out_p, int32_t* out_ids) = nullptr;
   // As kernels::exp_band_sums (sample_scan.h): every ISA gives the same bits.
   double (*exp_band_sums)(const float* x, float shift, float scale, int64_t n, const float* lower,
-                          double* above) = nullptr;
+                          double* above, float* top_x, int32_t* top_ids, int64_t* n_top) = nullptr;
   // Rotates with a precomputed table: cos_sin[2i], cos_sin[2i+1] = cos, sin of theta_i
   // for i < rot_dim / 2 (rope_table below).
   void (*rope)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_sin,

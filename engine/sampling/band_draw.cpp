@@ -31,11 +31,18 @@ void band_bounds(float top, float bottom, float* lower) {
   lower[kBands - 1] = -FLT_MAX;
 }
 
-// The level-0 bands of a row: over the range whose exps can be nonzero (exp underflows
-// below -104), the last band everything below.
+// The level-0 bands of a row, over the range W whose exps can be nonzero (exp underflows
+// below -104): [max - W/16, max], [max - W/4, ...), [max - W/2, ...), the rest. Narrow at the
+// top, where a model's row holds its mass in a few ids: the fast path packs band 0 during
+// its one pass and needs no other pass over the row when the draw falls there.
 void row_bands(const SamplingRow& row, float* lower) {
   const float mx = row.max_logit;
-  band_bounds(mx, mx - std::min(mx - row.min_logit, 104.0f / row.inv_temperature), lower);
+  const float w = std::min(mx - row.min_logit, 104.0f / row.inv_temperature);
+  lower[0] = mx - w * 0.0625f;
+  lower[1] = mx - w * 0.25f;
+  lower[2] = mx - w * 0.5f;
+  lower[kBands - 1] = -FLT_MAX;
+  static_assert(kBands == 4);
 }
 
 // The first band whose cumulative mass reaches target with a nonzero mass of its own; kBands
@@ -152,7 +159,11 @@ int32_t fast_draw(SamplingRow& row, double c) {
   float lower[kBands];
   row_bands(row, lower);
   double e_above[kBands];
-  const double sum = kernels::exp_band_sums(x, mx, inv_t, n, lower, e_above);
+  ensure_packed_room(s, n);
+  float* px = s.packed_logits.data();
+  float* pp = s.packed_probs.data();
+  int64_t n_top = 0;  // band 0's entries, packed by the same pass
+  const double sum = kernels::exp_band_sums(x, mx, inv_t, n, lower, e_above, px, s.packed_ids.data(), &n_top);
   if (!std::isfinite(sum) || !(sum > 0.0)) return kUndecided;  // NaN logits, ...
   const double inv_sum = 1.0 / sum;  // the exact procedure's (the same sum, bit for bit)
 
@@ -187,11 +198,9 @@ int32_t fast_draw(SamplingRow& row, double c) {
 
   // The crossing band's ids and their exact probabilities (exp_poly is per element: the
   // packed exps are the whole row's bits).
-  ensure_packed_room(s, n);
-  float* px = s.packed_logits.data();
-  float* pp = s.packed_probs.data();
-  const float hi = b == 0 ? kInf : lower[b - 1];
-  const int64_t m = kernels::band_pack(x, nullptr, nullptr, n, lower[b], hi, px, nullptr, s.packed_ids.data());
+  const int64_t m = b == 0 ? n_top
+                           : kernels::band_pack(x, nullptr, nullptr, n, lower[b], lower[b - 1], px, nullptr,
+                                                s.packed_ids.data());
   kernels::exp_scaled_sum(px, mx, inv_t, pp, m);
   for (int64_t k = 0; k < m; ++k) pp[k] = static_cast<float>(static_cast<double>(pp[k]) * inv_sum);
   const float top = b == 0 ? mx : lower[b - 1];

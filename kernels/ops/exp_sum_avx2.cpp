@@ -108,16 +108,18 @@ double exp_scaled_sum_avx2(const float* x, float shift, float scale, float* out,
 // exp added into every cumulative band it belongs to (+0 outside: a lane's sum of
 // nonnegative terms does not change, the contract's "adds nothing"). The total's lanes are
 // exp_scaled_sum's, so its bits too.
-double exp_band_sums_avx2(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
-  constexpr int kBands = 4;  // kMassBands (sample_scan.h)
+double exp_band_sums_avx2(const float* x, float shift, float scale, int64_t n, const float* lower, double* above,
+                          float* top_x, int32_t* top_ids, int64_t* n_top) {
+  constexpr int kBands = 3;  // kMassBands - 1 (sample_scan.h): the last band is the total
   const __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
   const __m256 pos_inf = _mm256_set1_ps(INFINITY);
   // The 16 lanes as quarters (lanes 0-3, 4-7, 8-11, 12-15): the total in registers, the
   // bands in memory (more than the 16 ymm registers).
   __m256d total[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
   alignas(32) double acc[kBands][16] = {};
-  // 8 elements into quarters q0, q0 + 1.
-  auto step = [&](__m256 v, int q0) {
+  int64_t c = 0;  // band 0's entries so far
+  // 8 elements (from x[i]) into quarters q0, q0 + 1.
+  auto step = [&](__m256 v, int q0, int64_t i) {
     const __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(v, vs), vk));
     const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
     const __m256d e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
@@ -132,15 +134,24 @@ double exp_band_sums_avx2(const float* x, float shift, float scale, int64_t n, c
       double* a = acc[j] + 4 * q0;
       _mm256_store_pd(a, _mm256_add_pd(_mm256_load_pd(a), _mm256_and_pd(m0, e0)));
       _mm256_store_pd(a + 4, _mm256_add_pd(_mm256_load_pd(a + 4), _mm256_and_pd(m1, e1)));
+      if (j == 0 && top_x) {
+        for (unsigned bits = static_cast<unsigned>(_mm256_movemask_ps(in)); bits; bits &= bits - 1) {
+          const int64_t at = i + __builtin_ctz(bits);
+          top_x[c] = x[at];
+          top_ids[c] = static_cast<int32_t>(at);
+          ++c;
+        }
+      }
     }
   };
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    step(_mm256_loadu_ps(x + i), 0);
-    step(_mm256_loadu_ps(x + i + 8), 2);
+    step(_mm256_loadu_ps(x + i), 0, i);
+    step(_mm256_loadu_ps(x + i + 8), 2, i + 8);
   }
   // Lanes past n: -inf (exp 0, no band).
-  for (int q0 = 0; i < n; i += 8, q0 += 2) step(load_tail(x + i, n - i < 8 ? n - i : 8), q0);
+  for (int q0 = 0; i < n; i += 8, q0 += 2) step(load_tail(x + i, n - i < 8 ? n - i : 8), q0, i);
+  if (top_x) *n_top = c;
   auto tree = [](const double* a) {
     double s8[8], s4[4], s2[2];
     for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
@@ -151,7 +162,8 @@ double exp_band_sums_avx2(const float* x, float shift, float scale, int64_t n, c
   for (int j = 0; j < kBands; ++j) above[j] = tree(acc[j]);
   alignas(32) double t[16];
   for (int q = 0; q < 4; ++q) _mm256_store_pd(t + 4 * q, total[q]);
-  return tree(t);
+  above[kBands] = tree(t);
+  return above[kBands];
 }
 
 }  // namespace

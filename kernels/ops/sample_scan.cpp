@@ -72,14 +72,21 @@ int64_t band_pack_scalar(const float* x, const float* p, const int32_t* ids, int
   return c;
 }
 
-double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
+double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n, const float* lower, double* above,
+                            float* top_x, int32_t* top_ids, int64_t* n_top) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   double a[kMassBands + 1][16] = {};  // the cumulative bands, then the total
+  int64_t c = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (top_x && x[i] >= lower[0] && x[i] < kInf) {
+      top_x[c] = x[i];
+      top_ids[c] = static_cast<int32_t>(i);
+      ++c;
+    }
     const double e = exp_poly((x[i] - shift) * scale);
     const int l = static_cast<int>(i % 16);
     a[kMassBands][l] += e;
-    for (int j = 0; j < kMassBands; ++j) {
+    for (int j = 0; j + 1 < kMassBands; ++j) {
       if (x[i] >= lower[j] && x[i] < kInf) a[j][l] += e;
     }
   }
@@ -91,7 +98,9 @@ double exp_band_sums_scalar(const float* x, float shift, float scale, int64_t n,
     for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
     sums[j] = s2[0] + s2[1];
   }
-  for (int j = 0; j < kMassBands; ++j) above[j] = sums[j];
+  for (int j = 0; j + 1 < kMassBands; ++j) above[j] = sums[j];
+  above[kMassBands - 1] = sums[kMassBands];
+  if (top_x) *n_top = c;
   return sums[kMassBands];
 }
 
@@ -114,8 +123,9 @@ int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n,
   return table().band_pack(x, p, ids, n, lo, hi, out_x, out_p, out_ids);
 }
 
-double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above) {
-  return table().exp_band_sums(x, shift, scale, n, lower, above);
+double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above,
+                     float* top_x, int32_t* top_ids, int64_t* n_top) {
+  return table().exp_band_sums(x, shift, scale, n, lower, above, top_x, top_ids, n_top);
 }
 
 }  // namespace spillway::kernels

@@ -48,12 +48,18 @@ double band_masses(const float* x, const float* e, int64_t n, double inv_sum, co
 int64_t band_pack(const float* x, const float* p, const int32_t* ids, int64_t n, float lo, float hi,
                   float* out_x, float* out_p, int32_t* out_ids);
 
-// The exp pass of exp_scaled_sum fused with unnormalised band sums, storing nothing: with
-// e[i] = exp_poly((x[i] - shift) * scale) (exp_sum.h), returns the sum of the e[i] with the
-// same bits as exp_scaled_sum(x, shift, scale, nullptr, n), and writes above[j] = the sum of
-// e[i] over the ids of bands 0..j (lower[j] <= x[i] < +inf; lower[] as for band_masses), in
-// exp_scaled_sum's 16-lane double order (a term outside the band adds nothing to its lane).
+// The exp pass of exp_scaled_sum fused with unnormalised band sums and band 0's entries,
+// storing no exps: with e[i] = exp_poly((x[i] - shift) * scale) (exp_sum.h), returns the sum
+// of the e[i] with the same bits as exp_scaled_sum(x, shift, scale, nullptr, n), and writes
+// above[j] = the sum of e[i] over the ids of bands 0..j (lower[j] <= x[i] < +inf; lower[] as
+// for band_masses), in exp_scaled_sum's 16-lane double order (a term outside the band adds
+// nothing to its lane), for j < kMassBands - 1; the last band is every id: above[kMassBands
+// - 1] = the returned sum (lower[kMassBands - 1] is not read; with lower = -FLT_MAX the band
+// sum would differ only by NaN or +inf logits, whose exps are NaN / +inf). top_x (optional; then top_ids and n_top too, each with room for n):
+// band 0's entries as band_pack(x, nullptr, nullptr, n, lower[0], +inf, ...) packs them
+// (x[i] and i in increasing i; nothing past *n_top is meaningful), their count in *n_top.
 // Bit-identical on every ISA (tests/kernels/test_sample_scan.cpp).
-double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above);
+double exp_band_sums(const float* x, float shift, float scale, int64_t n, const float* lower, double* above,
+                     float* top_x = nullptr, int32_t* top_ids = nullptr, int64_t* n_top = nullptr);
 
 }  // namespace spillway::kernels

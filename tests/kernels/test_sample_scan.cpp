@@ -284,19 +284,42 @@ TEST(ExpBandSums, ScalarReferenceFollowsTheContractAndEveryIsaGivesItsBits) {
         ASSERT_EQ(std::memcmp(&e[size_t(i)], &want_e, 4), 0) << "n=" << n << " i=" << i;
       }
       double want[kMassBands];
-      const double got_sum = ref.exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), want);
+      const double got_sum = ref.exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), want, nullptr, nullptr, nullptr);
       EXPECT_TRUE(same_bits(got_sum, want_sum)) << "n=" << n << " kind=" << kind;
       EXPECT_TRUE(same_bits(got_sum, contract_mass(x, e, 1.0, lower, -1))) << "n=" << n << " kind=" << kind;
       for (int j = 0; j < kMassBands; ++j) {
-        // With inv_sum 1 the contract's masses are the exps' sums (float(e * 1.0) == e).
-        EXPECT_TRUE(same_bits(want[j], contract_mass(x, e, 1.0, lower, j))) << "n=" << n << " band " << j;
+        // With inv_sum 1 the contract's masses are the exps' sums (float(e * 1.0) == e); the
+        // last band is every id.
+        const int band = j + 1 < kMassBands ? j : -1;
+        EXPECT_TRUE(same_bits(want[j], contract_mass(x, e, 1.0, lower, band))) << "n=" << n << " band " << j;
       }
+      // Band 0's entries, as band_pack packs them.
+      std::vector<float> want_top_x(static_cast<size_t>(n));
+      std::vector<int32_t> want_top_id(static_cast<size_t>(n));
+      const int64_t want_top = ref.band_pack(x.data(), nullptr, nullptr, n, lower[0], kInf, want_top_x.data(),
+                                             nullptr, want_top_id.data());
       for (Isa isa : supported_isas()) {
-        double got[kMassBands];
-        const double s = kernels_for(isa).exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), got);
-        EXPECT_TRUE(same_bits(s, want_sum)) << isa_name(isa) << " n=" << n << " kind=" << kind;
-        for (int j = 0; j < kMassBands; ++j) {
-          EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " kind=" << kind << " band " << j;
+        for (bool top : {false, true}) {
+          double got[kMassBands];
+          std::vector<float> top_x(size_t(n) + 16, -7.0f);
+          std::vector<int32_t> top_id(size_t(n) + 16, -7);
+          int64_t n_top = -1;
+          const double s = top ? kernels_for(isa).exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), got, top_x.data(),
+                                                                top_id.data(), &n_top)
+                               : kernels_for(isa).exp_band_sums(x.data(), mx, 1.3f, n, lower.data(), got, nullptr,
+                                                                nullptr, nullptr);
+          EXPECT_TRUE(same_bits(s, want_sum)) << isa_name(isa) << " n=" << n << " kind=" << kind;
+          for (int j = 0; j < kMassBands; ++j) {
+            EXPECT_TRUE(same_bits(got[j], want[j])) << isa_name(isa) << " n=" << n << " kind=" << kind << " band " << j;
+          }
+          if (!top) continue;
+          ASSERT_EQ(n_top, want_top) << isa_name(isa) << " n=" << n << " kind=" << kind;
+          EXPECT_TRUE(std::equal(want_top_x.begin(), want_top_x.begin() + want_top, top_x.begin())) << isa_name(isa);
+          EXPECT_TRUE(std::equal(want_top_id.begin(), want_top_id.begin() + want_top, top_id.begin())) << isa_name(isa);
+          for (size_t i = size_t(n); i < top_x.size(); ++i) {
+            ASSERT_EQ(top_x[i], -7.0f) << isa_name(isa) << " n=" << n;
+            ASSERT_EQ(top_id[i], -7) << isa_name(isa) << " n=" << n;
+          }
         }
       }
     }
@@ -329,6 +352,27 @@ TEST(BandPack, WithoutProbabilitiesPacksLogitsAndIdsOnly) {
       EXPECT_TRUE(std::equal(wx.begin(), wx.begin() + want, ix.begin())) << isa_name(isa) << " in place";
       EXPECT_TRUE(std::equal(wi.begin(), wi.begin() + want, ii.begin())) << isa_name(isa) << " in place";
     }
+  }
+}
+
+// exp_band_sums' exps over the whole subnormal range (as the test above for exp_scaled_sum):
+// every float from -104.5 to -86 in rows of 16 (full vectors; a 16-term sum of multiples of
+// 2^-149 below 2^-120 is exact in double, so a wrong lane shows in the total).
+TEST(ExpBandSums, EveryIsaGivesExpPolyBitsOverTheWholeSubnormalRange) {
+  std::vector<float> x;
+  for (float v = -104.5f; v <= -86.0f; v = std::nextafter(v, 0.0f)) x.push_back(v);
+  while (x.size() % 16) x.push_back(-kInf);
+  const float lower[kMassBands] = {-95.0f, -95.0f, -90.0f, -FLT_MAX};
+  for (Isa isa : supported_isas()) {
+    size_t bad = 0;
+    for (size_t i = 0; i < x.size(); i += 16) {
+      double want = 0.0;
+      for (size_t j = i; j < i + 16; ++j) want += exp_poly(x[j]);
+      double above[kMassBands];
+      const double got = kernels_for(isa).exp_band_sums(x.data() + i, 0.0f, 1.0f, 16, lower, above, nullptr, nullptr, nullptr);
+      if (got != want && bad++ < 5) ADD_FAILURE() << isa_name(isa) << " x from " << x[i] << " got " << got << " want " << want;
+    }
+    EXPECT_EQ(bad, 0u) << isa_name(isa);
   }
 }
 
