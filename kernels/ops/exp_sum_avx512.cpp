@@ -1,6 +1,6 @@
 // AVX-512: exp_scaled_sum (exp_sum.h), 16 floats per exp, the sum in 16 double lanes (two
-// 8-lane accumulators). Every operation of exp16 is the one exp_poly (kernels_scalar.cpp)
-// performs per element, so the outputs and the sum are bit-identical to the scalar reference.
+// 8-lane accumulators). exp16 rounds each element as exp_poly (kernels_scalar.cpp) does, so
+// the outputs and the sum are bit-identical to the scalar reference.
 #include "kernels/avx512_target.h"  // first: the intrinsics, GCC 12's warnings off
 
 #include <cstdint>
@@ -11,56 +11,14 @@ namespace spillway::kernels {
 
 namespace {
 
-// exp_poly on 16 lanes: clamp to [-104, 88.72283], reduce, polynomial, 2^n as two exact
-// power-of-two factors (not vscalefps: the same operations as the scalar and AVX2 code);
-// then 0 below -104 (and for -inf), +inf above, NaN kept.
+// exp_poly on 16 lanes: clamp to [-104, 88.72283], reduce, the polynomial p, then p * 2^n by
+// vscalefps; 0 below -104 (and for -inf), +inf above, NaN kept. vscalefps rounds the exact
+// p * 2^n once, to nearest even, subnormal results included (no microcode assist on this
+// path), and so does exp_poly's (p * 2^n1) * 2^n2 (the first product is exact): the same
+// bits (tests/kernels: every ISA against exp_poly over the whole subnormal range). It
+// replaced the two power-of-two factors with an integer path for subnormal results, whose
+// branch mispredicted on a model's rows (many vectors hold a tiny exp at temperature 1).
 inline __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(88.72283f);
-  const __mmask16 too_small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  const __mmask16 too_large = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  // Lanes with n < -125 may round to a subnormal; a product that does takes a microcode
-  // assist on some cores (3.5x slower rows on Zen 5 when many exps are tiny). There the
-  // second factor is 1 and the result is computed in integers: p * 2^(n + 149) is exact
-  // (normal), its round-half-even integer k is the correctly rounded p * 2^n in units of
-  // 2^-149, and k is also its float's bit pattern (the smallest normal included): the bits
-  // of the scalar (p * f1) * f2.
-  const __mmask16 sub = _mm512_cmp_epi32_mask(ni, _mm512_set1_epi32(-125), _MM_CMPINT_LT);
-  __m512 result;
-  if (!sub) {
-    result = _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
-  } else {
-    result = _mm512_mul_ps(_mm512_mul_ps(p, f1), _mm512_mask_mov_ps(f2, sub, _mm512_set1_ps(1.0f)));
-    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(149 + 127)), 23));
-    const __m512i k = _mm512_cvtps_epi32(_mm512_mul_ps(p, scale));  // MXCSR: round half even
-    result = _mm512_mask_mov_ps(result, sub, _mm512_castsi512_ps(k));
-  }
-  result = _mm512_mask_mov_ps(result, too_small, _mm512_setzero_ps());
-  result = _mm512_mask_mov_ps(result, too_large, _mm512_set1_ps(__builtin_inff()));
-  return _mm512_mask_mov_ps(result, is_nan, x);
-}
-
-// exp16 without the branch: the integer path computed on every vector and blended into the
-// lanes that need it (on rows where a good share of the vectors hold a tiny exp, as a
-// model's logits at temperature 1, the branch mispredicts often). The same bits as exp16.
-inline __m512 exp16_branchless(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(88.72283f);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   const __mmask16 too_large = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
@@ -138,7 +96,7 @@ double exp_band_sums_avx512_impl(const float* x, float shift, float scale, int64
   for (int j = 0; j < kBands; ++j) band_lo[j] = band_hi[j] = _mm512_setzero_pd();
   int64_t c = 0;  // band 0's entries so far
   auto step = [&](__m512 v, __mmask16 k, int64_t i) {
-    const __m512 e = exp16_branchless(_mm512_mul_ps(_mm512_sub_ps(v, vs), vk));
+    const __m512 e = exp16(_mm512_mul_ps(_mm512_sub_ps(v, vs), vk));
     const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
     const __m512d e1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
     lo = _mm512_add_pd(lo, e0);
