@@ -129,6 +129,30 @@ TEST(BandDraw, TheFastPathDrawsTheExactProceduresToken) {
   RecordProperty("draws", draws);
 }
 
+// The case the fast path's bound is for: equal logits over 151,936 ids round every
+// probability float(1/S) the same way, so the exact total differs from 1 by up to 2^-24
+// relative (not a few double ulps), and r = c * total moves across boundaries 6.6e-6 apart
+// for about 1% of the draws. A bound without the float rounding term draws other tokens
+// here (checked by hand); the real one falls back to the exact procedure instead.
+TEST(BandDraw, TheFastPathMatchesTheExactOneWhenEveryProbabilityRoundsTheSameWay) {
+  SamplerScratch fast_scratch, exact_scratch;
+  for (float value : {0.0f, 3.25f}) {
+    std::vector<float> row(static_cast<size_t>(kVocab), value);
+    for (int step = 0; step < 300; ++step) {
+      std::mt19937_64 rng_fast(77u + uint64_t(step)), rng_exact = rng_fast;
+      SamplingRow a, b;
+      a.logits = b.logits = row.data();
+      a.n_vocab = b.n_vocab = kVocab;
+      a.rng = &rng_fast;
+      b.rng = &rng_exact;
+      a.scratch = &fast_scratch;
+      b.scratch = &exact_scratch;
+      const int32_t want = band_draw(b, BandDrawPath::kExact);
+      ASSERT_EQ(band_draw(a, BandDrawPath::kAuto), want) << "value=" << value << " step=" << step;
+    }
+  }
+}
+
 // row_probabilities: the draw's probabilities, float(e * (1 / S)) with the kernels' exp and
 // sum, summing to 1; a row of -inf gives zeros.
 TEST(BandDraw, RowProbabilitiesAreTheNormalisedKernelExps) {
