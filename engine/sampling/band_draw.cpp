@@ -120,6 +120,24 @@ void ensure_packed_room(SamplerScratch& s, int32_t n) {
   }
 }
 
+// The rank-ordered crossing of target over the probabilities p (per id, over the row; the
+// level-0 bands' cumulative masses in above): the id, or -1 when no band reaches target
+// (rounding past the last id). Packs into scratch->packed_*.
+int32_t crossing_id(const SamplingRow& row, const float* p, const float* lower, const double* above, double target) {
+  SamplerScratch& s = *row.scratch;
+  double before = 0.0;
+  const int b = crossing(above, target, before);
+  if (b == kBands) return -1;
+  ensure_packed_room(s, row.n_vocab);
+  const float hi = b == 0 ? kInf : lower[b - 1];
+  const int64_t m = kernels::band_pack(row.logits, p, nullptr, row.n_vocab, lower[b], hi, s.packed_logits.data(),
+                                       s.packed_probs.data(), s.packed_ids.data());
+  const float top = b == 0 ? row.max_logit : lower[b - 1];
+  const float bottom = std::max(lower[b], row.min_logit);
+  const double t = target - before;
+  return narrow_and_select(row, m, top, bottom, t, t);
+}
+
 // The exact procedure of band_draw.h with the row's uniform number c already drawn.
 int32_t exact_draw(SamplingRow& row, double c) {
   SamplerScratch& s = *row.scratch;
@@ -135,17 +153,55 @@ int32_t exact_draw(SamplingRow& row, double c) {
   const double total = kernels::band_masses(x, p, n, inv_sum, lower, above, p);  // p over the exps
 
   const double r = (c * (total - 0.0)) + 0.0;  // uniform_real_distribution(0, total) with c
-  double before = 0.0;
-  const int b = crossing(above, r, before);
-  if (b == kBands) return worst_id(row);  // rounding left r past the last id
-  ensure_packed_room(s, n);
-  const float hi = b == 0 ? kInf : lower[b - 1];
-  const int64_t m = kernels::band_pack(x, p, nullptr, n, lower[b], hi, s.packed_logits.data(),
-                                       s.packed_probs.data(), s.packed_ids.data());
-  const float top = b == 0 ? mx : lower[b - 1];
-  const float bottom = std::max(lower[b], row.min_logit);
-  const double target = r - before;
-  return narrow_and_select(row, m, top, bottom, target, target);
+  const int32_t token = crossing_id(row, p, lower, above, r);
+  return token < 0 ? worst_id(row) : token;  // rounding left r past the last id
+}
+
+// top_p < 1 and / or min_p > 0 (no top-k): the old sampler's cut-offs, as the dense path
+// defined them (sampler_stages.h): an id is kept iff it ranks at or before the top-p bound
+// (the first rank whose cumulative mass reaches top_p; none when rounding leaves every rank
+// short) and (p >= p(best) * min_p or it is the best). The kept ids' probabilities (the
+// others zeroed) then go through the same banded draw with r = c * their total; a token
+// outside them (only rounding gets there) becomes the worst-ranked kept id, as the old
+// sampler's walk ended on its last candidate.
+int32_t cut_draw(SamplingRow& row, double c, float top_p, float min_p) {
+  SamplerScratch& s = *row.scratch;
+  const int32_t n = row.n_vocab;
+  if (s.probs.size() < static_cast<size_t>(n)) s.probs.resize(n);
+  float* p = s.probs.data();
+  const float* x = row.logits;
+  const double inv_sum = 1.0 / kernels::exp_scaled_sum(x, row.max_logit, row.inv_temperature, p, n);
+  float lower[kBands];
+  row_bands(row, lower);
+  double above[kBands];
+  kernels::band_masses(x, p, n, inv_sum, lower, above, p);  // p over the exps
+  bool has_bound = false;
+  Candidate bound{};
+  if (top_p < 1.0f) {
+    const int32_t id = crossing_id(row, p, lower, above, top_p);
+    if (id >= 0) {
+      has_bound = true;
+      bound = {x[id], id, 0.0f};
+    }
+  }
+  const float floor = min_p > 0.0f ? p[row.best_id] * min_p : 0.0f;
+  const int32_t best = row.best_id;
+  // The kept ids' probabilities; -inf ids have p = 0 already (and rank after every bound).
+  for (int32_t i = 0; i < n; ++i) {
+    const bool in_bound = !has_bound || !ranks_before(bound, Candidate{x[i], i, 0.0f});
+    const bool above_floor = floor <= 0.0f || i == best || p[i] >= floor;
+    if (!(in_bound && above_floor)) p[i] = 0.0f;
+  }
+  const double total = kernels::band_masses(x, p, n, 1.0, lower, above, nullptr);
+  const double r = (c * (total - 0.0)) + 0.0;  // uniform_real_distribution(0, total) with c
+  const int32_t token = crossing_id(row, p, lower, above, r);
+  if (token >= 0 && p[token] > 0.0f) return token;
+  // The worst-ranked kept id (p > 0, or the best, which is always kept).
+  int32_t worst = best;
+  for (int32_t i = 0; i < n; ++i) {
+    if (p[i] > 0.0f && ranks_before(Candidate{x[worst], worst, 0.0f}, Candidate{x[i], i, 0.0f})) worst = i;
+  }
+  return worst;
 }
 
 // The fast path of band_draw.h; kUndecided where the bound cannot decide.
@@ -228,6 +284,7 @@ int32_t band_draw(SamplingRow& row, BandDrawPath path) {
   // The old sampler's single call: uniform_real_distribution(0, total) is c * total + 0.
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const double c = unit(*row.rng);
+  if (row.top_p < 1.0f || row.min_p > 0.0f) return cut_draw(row, c, row.top_p, row.min_p);
   if (path == BandDrawPath::kAuto) {
     const int32_t token = fast_draw(row, c);
     if (token != kUndecided) return token;

@@ -312,13 +312,8 @@ void TopPStage::apply(SamplingRow& row) {
     row.n_cand = std::max<size_t>(n, 1);
     return;
   }
-  row.ensure_dense();
-  if (row.n_finite == 0) return;
-  Candidate cut;
-  if (dense_select(row, row.scratch->mass.data(), top_p_, cut)) {
-    row.has_bound = true;
-    row.bound = cut;
-  }
+  // The whole row: the draw applies the cut (band_draw.h), no dense state.
+  row.top_p = top_p_;
 }
 
 void MinPStage::apply(SamplingRow& row) {
@@ -331,10 +326,9 @@ void MinPStage::apply(SamplingRow& row) {
     row.n_cand = n;
     return;
   }
-  row.ensure_dense();
-  if (row.n_finite == 0) return;
-  // The best id always survives top-p, so its probability is the old sampler's cand[0].
-  row.p_floor = row.scratch->probs[row.best_id] * min_p_;
+  // The whole row: the draw applies the cut (band_draw.h; the best id always survives top-p,
+  // so its probability is the old sampler's cand[0]).
+  row.min_p = min_p_;
 }
 
 void DrawStage::apply(SamplingRow& row) {
@@ -359,7 +353,8 @@ void DrawStage::apply(SamplingRow& row) {
     return;
   }
   if (!row.have_dense && !row.has_bound && row.p_floor <= 0.0f) {
-    // Plain temperature sampling: a few vectorized passes (band_draw.h), no dense state.
+    // No candidate set: a few vectorized passes (band_draw.h), no dense state; top-p / min-p
+    // cut-offs recorded on the row are applied there.
     row.token = band_draw(row);
     return;
   }

@@ -89,6 +89,10 @@ struct SamplingRow {
   SamplerScratch* scratch = nullptr;
 
   float inv_temperature = 1.0f;
+  // Cut-offs on the whole row (no candidate set), applied by the draw (band_draw.h):
+  // TopPStage / MinPStage record them here.
+  float top_p = 1.0f;
+  float min_p = 0.0f;
 
   // Logit range over the finite logits (ensure_range: kernels::row_range, one vectorized pass).
   bool have_range = false;

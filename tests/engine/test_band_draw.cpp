@@ -31,10 +31,13 @@ std::vector<float> normal_row(std::mt19937& g, int32_t n, float sd) {
 }
 
 // Draws `steps` tokens from fresh rows with both samplers (same seed) and the read-only entry.
-void expect_reference_tokens(float sd, float temperature, int steps, uint32_t seed) {
+void expect_reference_tokens(float sd, float temperature, int steps, uint32_t seed, float top_p = 1.0f,
+                             float min_p = 0.0f) {
   std::mt19937 g(seed);
   SamplingParams p;
   p.temperature = temperature;
+  p.top_p = top_p;
+  p.min_p = min_p;
   p.seed = seed;
   reference::ReferenceSampler ref(p, 0);
   Sampler chain(p, 0);
@@ -45,7 +48,8 @@ void expect_reference_tokens(float sd, float temperature, int steps, uint32_t se
     std::vector<float> a = row;
     const int32_t want = ref.sample(a.data(), kVocab, {}, 0).token;
     chain.sample(row.data(), kVocab, {}, 0, {}, scratch, got);
-    ASSERT_EQ(got.token, want) << "sd=" << sd << " T=" << temperature << " step=" << step;
+    ASSERT_EQ(got.token, want) << "sd=" << sd << " T=" << temperature << " top_p=" << top_p << " min_p=" << min_p
+                               << " step=" << step;
   }
 }
 
@@ -61,6 +65,17 @@ TEST(BandDraw, NearFlatRowsRefineThroughSeveralLevels) {
   // draw narrows it level by level.
   expect_reference_tokens(0.01f, 1.0f, 12, 4);
   expect_reference_tokens(1.0f, 2.0f, 12, 5);
+}
+
+TEST(BandDraw, TopPAndMinPCutTheRowAsTheReferenceDoes) {
+  // The cut-offs on the whole row (no top-k): a model-like wide row, a spread one, a
+  // near-flat one (the top-p bound deep in a band of ~all ids), both cut-offs together.
+  for (auto [top_p, min_p] : {std::pair{0.9f, 0.0f}, std::pair{0.5f, 0.0f}, std::pair{1.0f, 0.05f},
+                              std::pair{0.95f, 0.1f}, std::pair{0.999f, 0.0f}}) {
+    expect_reference_tokens(15.0f, 1.0f, 6, 21, top_p, min_p);
+    expect_reference_tokens(2.5f, 0.8f, 6, 22, top_p, min_p);
+    expect_reference_tokens(0.01f, 1.0f, 4, 23, top_p, min_p);
+  }
 }
 
 TEST(BandDraw, TheReadOnlyEntryReadsTheRowInPlaceAndLeavesItUnchanged) {
