@@ -187,10 +187,14 @@ int32_t cut_draw(SamplingRow& row, double c, float top_p, float min_p) {
   const float floor = min_p > 0.0f ? p[row.best_id] * min_p : 0.0f;
   const int32_t best = row.best_id;
   // The kept ids' probabilities; -inf ids have p = 0 already (and rank after every bound).
+  // Branch-free (vectorized): kept iff the bound does not rank before it (ranks_before
+  // written out) and p >= floor or it is the best; with no bound, (-inf, n): no id after it.
+  const float xb = has_bound ? bound.logit : -kInf;
+  const int32_t idb = has_bound ? bound.id : n;
   for (int32_t i = 0; i < n; ++i) {
-    const bool in_bound = !has_bound || !ranks_before(bound, Candidate{x[i], i, 0.0f});
-    const bool above_floor = floor <= 0.0f || i == best || p[i] >= floor;
-    if (!(in_bound && above_floor)) p[i] = 0.0f;
+    const bool after_bound = xb > x[i] || (xb == x[i] && idb < i);
+    const bool below_floor = p[i] < floor && i != best;  // floor 0: never (p >= 0)
+    p[i] = (after_bound || below_floor) ? 0.0f : p[i];
   }
   const double total = kernels::band_masses(x, p, n, 1.0, lower, above, nullptr);
   const double r = (c * (total - 0.0)) + 0.0;  // uniform_real_distribution(0, total) with c
