@@ -15,10 +15,11 @@
 //   min-p). A bucket is floor((max_logit - logit) * scale): monotone in the rank order
 //   (logit descending, then id ascending), so the mass of every bucket above the one a
 //   target falls in is known from one histogram pass, and only that one bucket's ids are
-//   gathered and ordered (weighted_select, which sorts only small sets). top-p / min-p run
-//   this way: a few linear passes. Plain temperature sampling (no cut-off) skips the dense
-//   state: DrawStage hands the row to band_draw (band_draw.h), vectorized passes through
-//   nested logit bands, the same rank-ordered draw.
+//   gathered and ordered (weighted_select, which sorts only small sets). No stage builds
+//   it any more (ensure_dense and DrawStage's dense branch are unreached, left for
+//   removal): top-p / min-p on the whole row record their cut-off on the row (top_p,
+//   min_p) and DrawStage hands the row to band_draw (band_draw.h), vectorized passes
+//   through nested logit bands, the same rank-ordered cut-offs and draw.
 // - candidates: after top-k, the k best (found by a count histogram, nth_element on the
 //   few ids it leaves, then a sort of the k) in rank order; top-p / min-p / the draw then
 //   walk them exactly as the old sampler did.
