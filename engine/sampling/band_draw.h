@@ -1,5 +1,11 @@
-// The draw of plain temperature sampling (no top-k / top-p / min-p cut-off): the old sorting
-// sampler's rank-ordered inverse CDF, found with a few vectorized passes over the row.
+// The draw of temperature sampling over the whole row (no top-k candidate set): the old
+// sorting sampler's rank-ordered inverse CDF, found with a few vectorized passes over the
+// row. With top_p < 1 / min_p > 0 recorded on the row, the exact procedure below first finds
+// the top-p bound (the first rank whose cumulative mass reaches top_p) by the same crossing,
+// zeroes the probabilities of the ids the cut-offs drop (ranked after the bound, or below
+// p(best) * min_p and not the best), and draws over the rest with r = c * their total (a
+// token outside them, only by rounding, becomes the worst-ranked kept id). No fast path
+// there yet.
 //
 // The exact procedure (what the token is defined by; BandDrawPath::kExact runs it as written):
 //   1. kernels::row_range: max, min, argmax, finite count (SamplingRow::ensure_range);
@@ -43,8 +49,8 @@ enum class BandDrawPath {
   kExact,  // the exact procedure only (tests: the fast path must agree with it)
 };
 
-// Draws the token of `row` at row.inv_temperature over every finite id (no cut-offs, no
-// candidate set). Consumes one uniform number from row.rng unless no id is finite (then
+// Draws the token of `row` at row.inv_temperature over every finite id kept by row.top_p and
+// row.min_p (no candidate set). Consumes one uniform number from row.rng unless no id is finite (then
 // returns 0 without drawing, as DrawStage always did). Uses the scratch's packed_* and
 // candidates buffers (the exact procedure also probs); leaves no dense state (have_dense
 // stays false, scratch->probs is not the row's probabilities).
