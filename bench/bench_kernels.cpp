@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernel_table.h"
@@ -121,9 +122,10 @@ void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout lay
 
 // One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
 // out as the engine keeps it (transposed inside each block).
-void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_tokens) {
+// kHeadDim x kGroup: 64 x 8 (llama-style GQA) or 256 x 4 (Qwen3.5's gated attention layers).
+void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_tokens, int kHeadDim, int kGroup) {
   const KernelTable& kt = kernels_for(isa);
-  constexpr int kHeadDim = 64, kGroup = 8, kKvHeads = 4, kBlock = 16;
+  constexpr int kKvHeads = 4, kBlock = 16;
   const int64_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
   const int64_t token_elems = int64_t(kKvHeads) * kHeadDim;
   std::vector<uint16_t> k(size_t(n_blocks * kBlock * token_elems)), v(k.size());
@@ -150,6 +152,52 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_toke
                                                     benchmark::Counter::kIsIterationInvariantRate);
   state.counters["flops"] = benchmark::Counter(4.0 * double(n_ctx) * kHeadDim * kGroup * n_tokens,
                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One decode token through the gated delta net of a Qwen3.5-0.8B-shaped model: 18 layers x 16
+// value heads of 128 x 128 f32 states (19 MiB, more than the caches hold), double-buffered as
+// the engine keeps them, the heads split over the pool. state_bytes/s counts one read and one
+// write of every state.
+void bench_gdn_decode(benchmark::State& state, Isa isa) {
+  const KernelTable& kt = kernels_for(isa);
+  constexpr int kHeads = 18 * 16, kDim = 128;
+  constexpr size_t kStateFloats = size_t(kDim) * kDim;
+  static AlignedBytes buffers(2 * kHeads * kStateFloats * sizeof(float));
+  float* states = reinterpret_cast<float*>(buffers.data);
+  std::memset(states, 0, 2 * kHeads * kStateFloats * sizeof(float));
+  const std::vector<float> qkv = random_floats(3 * kDim, 11);
+  std::vector<float> qk(2 * kDim);
+  for (int i = 0; i < 2 * kDim; ++i) qk[size_t(i)] = qkv[size_t(i)] / 12.0f;  // about unit norm
+  const float g = -0.05f, beta = 0.5f;
+  std::vector<float> out(size_t(kHeads) * kDim);
+  int which = 0;
+  for (auto _ : state) {
+    pool().parallel_for(kHeads, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        GatedDeltaNetArgs a;
+        a.state_in = states + (size_t(which) * kHeads + size_t(h)) * kStateFloats;
+        a.state_out = states + (size_t(which ^ 1) * kHeads + size_t(h)) * kStateFloats;
+        a.dk = a.dv = kDim;
+        a.n_tokens = 1;
+        a.q = qk.data();
+        a.k = qk.data() + kDim;
+        a.qk_stride = 2 * kDim;
+        a.v = qkv.data() + 2 * kDim;
+        a.v_stride = kDim;
+        a.g = &g;
+        a.beta = &beta;
+        a.gb_stride = 1;
+        a.out = out.data() + h * kDim;
+        a.out_stride = kDim;
+        a.scale = 1.0f / std::sqrt(float(kDim));
+        kt.gated_delta_net(a);
+      }
+    });
+    which ^= 1;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["state_bytes/s"] = benchmark::Counter(2.0 * kHeads * kStateFloats * sizeof(float),
+                                                       benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The machine probe's DRAM read loop (with software prefetch where the ISA has one) over 512 MiB split between the pool's threads: the bound
@@ -203,12 +251,20 @@ void register_all() {
       }
     }
   }
-  for (int64_t n_ctx : {128, 512, 2048, 8192}) {
-    for (int n_tokens : {1, kAttentionMaxTokens}) {
-      for (Isa isa : supported_isas()) {
-        const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/ctx:" + std::to_string(n_ctx) +
-                                 "/tokens:" + std::to_string(n_tokens);
-        benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx, n_tokens)->Unit(benchmark::kMicrosecond);
+  for (Isa isa : supported_isas()) {
+    const std::string name = "gdn_decode/" + std::string(isa_name(isa)) + "/0.8b";
+    benchmark::RegisterBenchmark(name.c_str(), bench_gdn_decode, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  for (const auto& [head_dim, group] : {std::pair{64, 8}, std::pair{256, 4}}) {
+    for (int64_t n_ctx : {128, 512, 2048, 8192}) {
+      for (int n_tokens : {1, kAttentionMaxTokens}) {
+        for (Isa isa : supported_isas()) {
+          const std::string name = "attention/f16/" + std::string(isa_name(isa)) + "/hd:" + std::to_string(head_dim) +
+                                   "x" + std::to_string(group) + "/ctx:" + std::to_string(n_ctx) +
+                                   "/tokens:" + std::to_string(n_tokens);
+          benchmark::RegisterBenchmark(name.c_str(), bench_attention, isa, n_ctx, n_tokens, head_dim, group)
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }

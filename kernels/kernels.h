@@ -141,7 +141,7 @@ struct KvView {
 // score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; softmax;
 // out = fma over t in increasing order of p_t * v_t, from 0. So a token's output is the same
 // whichever tokens are computed with it (batched or alone, prefill chunked or not).
-constexpr int kAttentionMaxTokens = 4;
+constexpr int kAttentionMaxTokens = 8;
 size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx);
 void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim,
                const KvView& k, const KvView& v, int kv_head, const int64_t* key_counts, float scale,

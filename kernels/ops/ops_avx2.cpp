@@ -186,6 +186,14 @@ void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int 
   using T = typename L::T;
   const T* data = static_cast<const T*>(k.data);
   const int64_t bs = k.block_size;
+  if (k.token_stride == 1 && bs % 16 == 0 && cnt == 16) {  // t0 % 16 == 0: 16 consecutive keys of one block
+    const T* base = data + int64_t(k.block_table[t0 / bs]) * k.block_stride + t0 % bs + int64_t(h) * k.head_stride;
+    for (int d = 0; d < head_dim; ++d) {
+      _mm256_store_ps(kt + d * 16, L::load(base + d * k.dim_stride));
+      _mm256_store_ps(kt + d * 16 + 8, L::load(base + d * k.dim_stride + 8));
+    }
+    return;
+  }
   for (int i = 0; i < 16; ++i) {
     if (i >= cnt) {
       for (int d = 0; d < head_dim; ++d) kt[d * 16 + i] = 0.0f;
@@ -220,6 +228,48 @@ void score_rows(const float* const* q, const float* kt, int head_dim, float scal
   }
 }
 
+// out_r[d0, d0 + 8 * NV) = sum over t < n_ctx[r] of p_r[t] * V[t][d0, d0 + 8 * NV) for NR rows
+// (those dims all below head_dim): one fma chain over t in increasing order per element.
+template <class L, int NV, int NR>
+void weighted_values(const KvView& v, int h, int d0, const float* const* p, const int64_t* n_ctx, float* const* out) {
+  using T = typename L::T;
+  const T* data = static_cast<const T*>(v.data);
+  __m256 acc[NR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_setzero_ps();
+  }
+  int64_t max_ctx = 0;
+  for (int r = 0; r < NR; ++r) max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
+  alignas(32) float gathered[8 * NV];
+  for (int64_t t = 0; t < max_ctx; ++t) {
+    const T* row = data + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
+                   (t % v.block_size) * v.token_stride + int64_t(h) * v.head_stride + d0 * v.dim_stride;
+    __m256 vv[NV];
+    if (v.dim_stride == 1) {
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 8 * c);
+    } else {
+      for (int d = 0; d < 8 * NV; ++d) gathered[d] = L::one(row + d * v.dim_stride);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) vv[c] = _mm256_load_ps(gathered + 8 * c);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      if (t >= n_ctx[r]) continue;
+      const __m256 pr = _mm256_set1_ps(p[r][t]);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) _mm256_storeu_ps(out[r] + d0 + 8 * c, acc[r][c]);
+  }
+}
+
 template <class L>
 void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group, int head_dim, const KvView& k,
                      const KvView& v, int kv_head, const int64_t* key_counts, float scale, float* out, size_t out_stride,
@@ -247,26 +297,43 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     for (; r + 4 <= n_rows; r += 4) score_rows<4>(qr + r, kt, head_dim, scale, sr + r, t0);
     for (; r < n_rows; ++r) score_rows<1>(qr + r, kt, head_dim, scale, sr + r, t0);
   }
+  int64_t n_ctx[kMaxRows];
   for (int r = 0; r < n_rows; ++r) {
-    softmax_avx2(sr[r], key_counts[r / n_group]);
-    for (int d = 0; d < head_dim; ++d) outr[r][d] = 0.0f;
+    n_ctx[r] = key_counts[r / n_group];
+    softmax_avx2(sr[r], n_ctx[r]);
   }
-  const T* vdata = static_cast<const T*>(v.data);
-  alignas(32) float vrow[kMaxSimdHeadDim];
+  // p . V in chunks of 16 dims, 4 rows per pass over V (the accumulators stay in registers),
+  // then the dims past the last multiple of 8 one at a time.
   const int full = head_dim / 8 * 8;
+  for (int d0 = 0; d0 < full; d0 += 16) {
+    const bool two = d0 + 16 <= full;
+    int r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+      if (two) {
+        weighted_values<L, 2, 4>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
+      } else {
+        weighted_values<L, 1, 4>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
+      }
+    }
+    for (; r < n_rows; ++r) {
+      if (two) {
+        weighted_values<L, 2, 1>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
+      } else {
+        weighted_values<L, 1, 1>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
+      }
+    }
+  }
+  if (full == head_dim) return;
+  const T* vdata = static_cast<const T*>(v.data);
+  for (int r = 0; r < n_rows; ++r) {
+    for (int d = full; d < head_dim; ++d) outr[r][d] = 0.0f;
+  }
   for (int64_t t = 0; t < max_ctx; ++t) {
     const T* row = vdata + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
                    (t % v.block_size) * v.token_stride + int64_t(kv_head) * v.head_stride;
-    for (int d = 0; d < head_dim; ++d) vrow[d] = L::one(row + d * v.dim_stride);
     for (int r = 0; r < n_rows; ++r) {
-      if (t >= key_counts[r / n_group]) continue;
-      const float p = sr[r][t];
-      const __m256 pv = _mm256_set1_ps(p);
-      float* o = outr[r];
-      for (int d = 0; d < full; d += 8) {
-        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_load_ps(vrow + d), _mm256_loadu_ps(o + d)));
-      }
-      for (int d = full; d < head_dim; ++d) o[d] = std::fma(p, vrow[d], o[d]);
+      if (t >= n_ctx[r]) continue;
+      for (int d = full; d < head_dim; ++d) outr[r][d] = std::fma(sr[r][t], L::one(row + d * v.dim_stride), outr[r][d]);
     }
   }
 }

@@ -192,17 +192,20 @@ void score_rows(const float* const* q, Keys keys, int head_dim, float scale, flo
   for (int r = 0; r < NR; ++r) _mm512_storeu_ps(scores[r] + t0, _mm512_mul_ps(acc[r], s));
 }
 
-// out_r = sum over t < n_ctx[r] of p_r[t] * V[t] for NR rows; head_dim <= 16 * NV.
+// out_r[16 * c0 ..) = sum over t < n_ctx[r] of p_r[t] * V[t][16 * c0 ..) for NR rows and the
+// NV vectors of dims from vector c0 on (dims at or past head_dim are neither read nor written).
+// Every output element is one fma chain over t in increasing order, whatever c0, NV and NR.
 template <class L, int NV, int NR>
-void weighted_values(const KvView& v, int h, int head_dim, const float* const* p, const int64_t* n_ctx,
+void weighted_values(const KvView& v, int h, int head_dim, int c0, const float* const* p, const int64_t* n_ctx,
                      float* const* out) {
   using T = typename L::T;
   const T* data = static_cast<const T*>(v.data);
   const int64_t bs = v.block_size;
+  const int d0 = 16 * c0;
   __mmask16 mask[NV];
   __m512 acc[NR][NV];
 #pragma GCC unroll 16
-  for (int c = 0; c < NV; ++c) mask[c] = head_dim > 16 * c ? tail_mask(head_dim - 16 * c) : __mmask16(0);
+  for (int c = 0; c < NV; ++c) mask[c] = head_dim > d0 + 16 * c ? tail_mask(head_dim - d0 - 16 * c) : __mmask16(0);
 #pragma GCC unroll 16
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 16
@@ -213,13 +216,18 @@ void weighted_values(const KvView& v, int h, int head_dim, const float* const* p
     min_ctx = n_ctx[r] < min_ctx ? n_ctx[r] : min_ctx;
     max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
   }
+  const int chunk_dims = head_dim - d0 < 16 * NV ? head_dim - d0 : 16 * NV;
   alignas(64) float gathered[16 * NV];
   for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
-    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
+    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride + d0;
     const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
-    if (t0 + bs < max_ctx && v.dim_stride == 1) {  // the next block's rows of this head
-      prefetch_run<T>(data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride,
-                      (bs - 1) * v.token_stride + head_dim);
+    if (t0 + bs < max_ctx && v.dim_stride == 1) {  // the next block's rows of this head, this chunk's dims
+      const T* next = data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride + d0;
+      if (v.token_stride == chunk_dims) {
+        prefetch_run<T>(next, bs * chunk_dims);
+      } else {
+        for (int64_t i = 0; i < bs; ++i) prefetch_run<T>(next + i * v.token_stride, chunk_dims);
+      }
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t t = t0 + i;
@@ -229,7 +237,7 @@ void weighted_values(const KvView& v, int h, int head_dim, const float* const* p
 #pragma GCC unroll 16
         for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
       } else {
-        for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < head_dim ? L::one(row + d * v.dim_stride) : 0.0f;
+        for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < chunk_dims ? L::one(row + d * v.dim_stride) : 0.0f;
 #pragma GCC unroll 16
         for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
       }
@@ -245,25 +253,39 @@ void weighted_values(const KvView& v, int h, int head_dim, const float* const* p
 #pragma GCC unroll 16
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(out[r] + 16 * c, mask[c], acc[r][c]);
+    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(out[r] + d0 + 16 * c, mask[c], acc[r][c]);
   }
 }
 
+// All n_rows rows over the NV vectors of dims from c0 on: kRows rows per pass over V (24
+// accumulators), then the remainder in smaller groups.
 template <class L, int NV>
-void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const float* const* p,
-                         const int64_t* n_ctx, float* const* out) {
+void weighted_values_rows(const KvView& v, int h, int head_dim, int c0, int n_rows, const float* const* p,
+                          const int64_t* n_ctx, float* const* out) {
   constexpr int kRows = NV >= 24 ? 1 : 24 / NV;
   int r = 0;
-  for (; r + kRows <= n_rows; r += kRows) weighted_values<L, NV, kRows>(v, h, head_dim, p + r, n_ctx + r, out + r);
+  for (; r + kRows <= n_rows; r += kRows) weighted_values<L, NV, kRows>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
   if (kRows > 4 && n_rows - r >= 4) {
-    weighted_values<L, NV, (kRows > 4 ? 4 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    weighted_values<L, NV, (kRows > 4 ? 4 : 1)>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
     r += 4;
   }
   if (kRows > 2 && n_rows - r >= 2) {
-    weighted_values<L, NV, (kRows > 2 ? 2 : 1)>(v, h, head_dim, p + r, n_ctx + r, out + r);
+    weighted_values<L, NV, (kRows > 2 ? 2 : 1)>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
     r += 2;
   }
-  for (; r < n_rows; ++r) weighted_values<L, NV, 1>(v, h, head_dim, p + r, n_ctx + r, out + r);
+  for (; r < n_rows; ++r) weighted_values<L, NV, 1>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+}
+
+// Heads wider than 64 dims (NV > 4) go through V in column chunks of 4 vectors, so that each
+// V element loaded serves 6 rows instead of 24 / NV (1 row at head_dim 256).
+template <class L, int NV>
+void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const float* const* p,
+                         const int64_t* n_ctx, float* const* out) {
+  if constexpr (NV <= 4) {
+    weighted_values_rows<L, NV>(v, h, head_dim, 0, n_rows, p, n_ctx, out);
+  } else {
+    for (int c0 = 0; 16 * c0 < head_dim; c0 += 4) weighted_values_rows<L, 4>(v, h, head_dim, c0, n_rows, p, n_ctx, out);
+  }
 }
 
 template <class L>
@@ -327,13 +349,7 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     case 2: return weighted_values_all<L, 2>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
     case 3: return weighted_values_all<L, 3>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
     case 4: return weighted_values_all<L, 4>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 5: return weighted_values_all<L, 5>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 6: return weighted_values_all<L, 6>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 7: return weighted_values_all<L, 7>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 8: return weighted_values_all<L, 8>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 9: case 10: case 11: case 12:
-      return weighted_values_all<L, 12>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    default: return weighted_values_all<L, 16>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
+    default: return weighted_values_all<L, 5>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);  // chunks of 4
   }
 }
 
