@@ -143,8 +143,11 @@ bool has_kquant_tiles(DType t);
 void pack_kquant_tile(DType t, const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* tile);
 // Row r's block (ggml's struct) of the tile block at tile_block.
 void kquant_tile_row_block(DType t, const uint8_t* tile_block, int r, uint8_t* block);
+// Most activation rows one K-quant tile dot call sweeps over the tile (the unpacked codes and
+// scales of each block are shared by all of them).
+constexpr int kKQuantTileActs = 8;
 // y[i * ys + r] = row r of the tile · activation row i (BlockQ8_K rows at x + i * x_stride) for
-// r < 16, i < nx (1..kMaxDotRows), nb blocks, each output in DotRowsFn's order (so tiled and
+// r < 16, i < nx (1..kKQuantTileActs), nb blocks, each output in DotRowsFn's order (so tiled and
 // row-major weights give the same bits). flags: kTileStream / kTilePrefetchNext as TileDotFn.
 using KQuantTileDotFn = void (*)(const uint8_t* tile, int64_t nb, const void* x, size_t x_stride, int nx, float* y,
                                  size_t ys, int flags);

@@ -791,18 +791,25 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
 template <int kKind>
 void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
                      int flags) {
-  const auto* xp = static_cast<const uint8_t*>(x);
+  // Up to kKQuantTileActs rows in passes of 4 (the AVX2 register file holds no more): the
+  // first pass streams the tile (kTileStream), the last prefetches the next one.
+  for (int i0 = 0; i0 < nx; i0 += 4) {
+    const int n = nx - i0 < 4 ? nx - i0 : 4;
+    const int f = (i0 == 0 ? flags & kTileStream : 0) | (i0 + n >= nx ? flags & kTilePrefetchNext : 0);
+    const auto* xp = static_cast<const uint8_t*>(x) + i0 * xs;
+    float* yp = y + i0 * ys;
 #define SPILLWAY_KTILE(NX)                                                                  \
-  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags);      \
-  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys, flags);  \
-  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys, flags);
-  switch (nx) {
-    case 1: { SPILLWAY_KTILE(1) break; }
-    case 2: { SPILLWAY_KTILE(2) break; }
-    case 3: { SPILLWAY_KTILE(3) break; }
-    default: { SPILLWAY_KTILE(4) break; }
-  }
+  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, yp, ys, f);         \
+  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, yp, ys, f);     \
+  else q6k_tile_rows<NX>(tile, nb, xp, xs, yp, ys, f);
+    switch (n) {
+      case 1: { SPILLWAY_KTILE(1) break; }
+      case 2: { SPILLWAY_KTILE(2) break; }
+      case 3: { SPILLWAY_KTILE(3) break; }
+      default: { SPILLWAY_KTILE(4) break; }
+    }
 #undef SPILLWAY_KTILE
+  }
 }
 
 struct Q4KDot {

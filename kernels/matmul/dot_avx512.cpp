@@ -410,9 +410,14 @@ inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, i
   }
 }
 
-// Q4_K (kQ5 false) / Q5_K tiles. Per block: sub-block sums per row lane, times the 6-bit
-// scales (unpacked lane-wise from the three scale words), minus the mins times the
-// activation's 32-value sums; then DotRowsFn's float steps lane-wise.
+// Q4_K (kQ5 false) / Q5_K tiles, NX (1..kKQuantTileActs) activation rows per pass over the
+// tile. Per block: sub-block sums per row lane, times the 6-bit scales (unpacked lane-wise
+// from the three scale words, once for all NX rows), minus the mins times the activation's
+// 32-value sums; then DotRowsFn's float steps lane-wise. Cost model (AVX-512 on this Zen 5,
+// measured): vpdpbusd, vpmulld and vpdpwssd share the two multiply pipes (latency 4), while
+// loads, broadcasts from memory and the bit operations of the unpacking run beside them; so
+// a block spends 64 vpdpbusd + 8 vpmulld + 4 vpdpwssd per activation row, the code unpack is
+// shared by the NX rows, and 2 * NX independent accumulator chains keep the pipes busy.
 template <bool kQ5, int NX>
 void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
@@ -422,7 +427,13 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
   for (int i = 0; i < NX; ++i) facc[i] = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1), m6 = _mm512_set1_epi32(0x3F3F3F3F);
   const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303);
-  const __m512i byte = _mm512_set1_epi32(0xFF), w16 = _mm512_set1_epi32(0x00FF00FF);
+  const __m512i byte = _mm512_set1_epi32(0xFF), ones16 = _mm512_set1_epi16(1);
+  // Bytes (k, k + 1) of each dword as an int16 pair: (m0, m1) and (m2, m3) of a min word.
+  const __m512i pair01 = _mm512_set1_epi32(int32_t(0x80018000u)), pair23 = _mm512_set1_epi32(int32_t(0x80038002u));
+  // + 4k in both index bytes of dword k of each 128-bit lane (vpshufb indexes within lanes).
+  const __m512i lane_base = _mm512_set_epi32(0xC000C, 0x80008, 0x40004, 0, 0xC000C, 0x80008, 0x40004, 0, 0xC000C,
+                                             0x80008, 0x40004, 0, 0xC000C, 0x80008, 0x40004, 0);
+  const __m512i sh01 = _mm512_add_epi8(pair01, lane_base), sh23 = _mm512_add_epi8(pair23, lane_base);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = tile + b * kBlockBytes;
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
@@ -433,30 +444,35 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a, 6), m2), 4));
     const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(cq, 4), m4),
                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(bq, 6), m2), 4));
-    // The mins as int16 pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) per lane.
-    const __m512i mins[4] = {_mm512_and_si512(m_lo, w16), _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), w16),
-                             _mm512_and_si512(m_hi, w16), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), w16)};
-    __m512i isum[NX], smin[NX];
+    // The mins as int16 pairs per lane: (m0, m1), (m2, m3), (m4, m5), (m6, m7).
+    const __m512i mins[4] = {_mm512_shuffle_epi8(m_lo, sh01), _mm512_shuffle_epi8(m_lo, sh23),
+                             _mm512_shuffle_epi8(m_hi, sh01), _mm512_shuffle_epi8(m_hi, sh23)};
+    __m512i isum[NX];
+    __m512 fmin[NX];  // (dx * dmin) * float(sum_g m_g * bs_g), DotRowsFn's second term
     const BlockQ8_K* xb[NX];
 #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
-      int32_t s32[8];
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) s32[j] = xb[i]->bsums[2 * j] + xb[i]->bsums[2 * j + 1];
-      auto pair = [](int32_t lo, int32_t hi) { return _mm512_set1_epi32(int32_t((uint32_t(lo) & 0xFFFF) | (uint32_t(hi) << 16))); };
-      smin[i] = _mm512_add_epi32(
-          _mm512_add_epi32(_mm512_madd_epi16(mins[0], pair(s32[0], s32[2])), _mm512_madd_epi16(mins[1], pair(s32[1], s32[3]))),
-          _mm512_add_epi32(_mm512_madd_epi16(mins[2], pair(s32[4], s32[6])), _mm512_madd_epi16(mins[3], pair(s32[5], s32[7]))));
+      // The 32-value sums s_j = bs[2j] + bs[2j + 1] (|s_j| <= 4096) as int16 pairs (s0, s1),
+      // (s2, s3) at dwords 0, 1 and (s4, s5), (s6, s7) at dwords 4, 5.
+      const __m256i s32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i]->bsums)),
+                                            _mm512_castsi512_si256(ones16));
+      alignas(32) int32_t sp[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sp), _mm256_packs_epi32(s32, s32));
+      __m512i smin = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins[0], _mm512_set1_epi32(sp[0]));
+      smin = _mm512_dpwssd_epi32(smin, mins[1], _mm512_set1_epi32(sp[1]));
+      smin = _mm512_dpwssd_epi32(smin, mins[2], _mm512_set1_epi32(sp[4]));
+      smin = _mm512_dpwssd_epi32(smin, mins[3], _mm512_set1_epi32(sp[5]));
+      fmin[i] = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(xb[i]->d), dmw), _mm512_cvtepi32_ps(smin));
       isum[i] = _mm512_setzero_si512();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 1
     for (int c = 0; c < 4; ++c) {
       kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, c);
       const __m512i src = c < 2 ? sc_lo : sc_hi;
       const int sh = 16 * (c % 2);
-      const __m512i sc_a = _mm512_and_si512(_mm512_srli_epi32(src, sh), byte);
-      const __m512i sc_b = _mm512_and_si512(_mm512_srli_epi32(src, sh + 8), byte);
+      const __m512i sc_a = _mm512_and_si512(_mm512_srl_epi32(src, _mm_cvtsi32_si128(sh)), byte);
+      const __m512i sc_b = _mm512_and_si512(_mm512_srl_epi32(src, _mm_cvtsi32_si128(sh + 8)), byte);
       __m512i sa[NX], sb[NX];
 #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm512_setzero_si512();
@@ -467,8 +483,8 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
         if constexpr (kQ5) {  // bit 4 of sub-block j's quants: bit j of the qh bytes
           const __m512i h = _mm512_loadu_si512(blk + 256 + l4 * 64);
-          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c), one), 4));
-          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c + 1), one), 4));
+          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(h, _mm_cvtsi32_si128(2 * c)), one), 4));
+          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(h, _mm_cvtsi32_si128(2 * c + 1)), one), 4));
         }
 #pragma GCC unroll 16
         for (int i = 0; i < NX; ++i) {
@@ -483,9 +499,8 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
     }
 #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      const __m512 dx = _mm512_set1_ps(xb[i]->d);
-      const __m512 d = _mm512_mul_ps(dx, dw), dm = _mm512_mul_ps(dx, dmw);
-      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])), _mm512_mul_ps(dm, _mm512_cvtepi32_ps(smin[i])));
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(xb[i]->d), dw);
+      const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])), fmin[i]);
       facc[i] = _mm512_add_ps(facc[i], t);
     }
   }
@@ -493,8 +508,11 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
   for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
 }
 
-// Q6_K tiles: per group of 16, the sum of code * x (code = q + 32) starts from -32 * the
-// activation's group sum, so it is the sum of q * x; times the group's int8 scale.
+// Q6_K tiles, NX (1..kKQuantTileActs) activation rows per pass: per group of 16, the sum of
+// code * x (code = q + 32) starts from -32 * the activation's group sum, so it is the sum of
+// q * x; times the group's int8 scale. Each quarter block runs as two passes (the low bits
+// ql of groups q and q + 2 share their bytes), so 2 * NX accumulators are live; the -32 *
+// bsum starts are computed once per block and row and broadcast from the stack.
 template <int NX>
 void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * 210;
@@ -507,47 +525,50 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 3328)));
     __m512i isum[NX];
     const BlockQ8_K* xb[NX];
+    alignas(64) int32_t start[NX][16];  // -32 * bsums[g] of row i
 #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i]->bsums)));
+      _mm512_store_si512(start[i], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
       isum[i] = _mm512_setzero_si512();
     }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 2
-      for (int half = 0; half < 2; ++half) {
-        kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, 2 * h + half);
-        __m512i s[4][NX];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 1
+    for (int hh = 0; hh < 4; ++hh) {
+      const int h = hh >> 1, half = hh & 1;
+      kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, hh);
+#pragma GCC unroll 1
+      for (int p = 0; p < 2; ++p) {  // groups q = p (low nibbles of ql) and q = p + 2 (high)
+        const int g0 = 8 * h + 2 * p + half, g1 = g0 + 4;
+        __m512i s0[NX], s1[NX];
 #pragma GCC unroll 16
-          for (int i = 0; i < NX; ++i) s[q][i] = _mm512_set1_epi32(-32 * xb[i]->bsums[8 * h + 2 * q + half]);
+        for (int i = 0; i < NX; ++i) {
+          s0[i] = _mm512_set1_epi32(start[i][g0]);
+          s1[i] = _mm512_set1_epi32(start[i][g1]);
         }
+        const __m128i shl = _mm_cvtsi32_si128(4 - 2 * p), shr = _mm_cvtsi32_si128(2 * p);
+        const uint8_t* xq = nullptr;
 #pragma GCC unroll 4
         for (int l4 = 4 * half; l4 < 4 * half + 4; ++l4) {
           const __m512i qh = _mm512_loadu_si512(blk + 2048 + (8 * h + l4) * 64);
-          const __m512i ql0 = _mm512_loadu_si512(blk + (8 * (2 * h) + l4) * 64);
-          const __m512i ql1 = _mm512_loadu_si512(blk + (8 * (2 * h + 1) + l4) * 64);
-          const __m512i code[4] = {
-              _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m2h)),
-              _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m2h)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m2h)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4),
-                              _mm512_and_si512(_mm512_srli_epi16(qh, 2), m2h))};
-#pragma GCC unroll 4
-          for (int q = 0; q < 4; ++q) {
+          const __m512i ql = _mm512_loadu_si512(blk + (8 * (2 * h + p) + l4) * 64);
+          // q = p: low nibble | bits (2p, 2p + 1) of qh at 4, 5; q = p + 2: high nibble | bits
+          // (2p + 4, 2p + 5) of qh at 4, 5.
+          const __m512i c0 = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), _mm512_sll_epi16(qh, shl), m2h, 0xF8);
+          const __m512i c1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                       _mm512_srl_epi16(qh, shr), m2h, 0xF8);
 #pragma GCC unroll 16
-            for (int i = 0; i < NX; ++i) {
-              s[q][i] = _mm512_dpbusd_epi32(s[q][i], code[q], bcast4(xb[i]->qs + 128 * h + 32 * q + 4 * l4));
-            }
+          for (int i = 0; i < NX; ++i) {
+            xq = reinterpret_cast<const uint8_t*>(xb[i]->qs) + 128 * h + 32 * p + 4 * l4;
+            s0[i] = _mm512_dpbusd_epi32(s0[i], c0, bcast4(reinterpret_cast<const int8_t*>(xq)));
+            s1[i] = _mm512_dpbusd_epi32(s1[i], c1, bcast4(reinterpret_cast<const int8_t*>(xq + 64)));
           }
         }
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) {
-          const int g = 8 * h + 2 * q + half;
-          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g)));
+        const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g0)));
+        const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g1)));
 #pragma GCC unroll 16
-          for (int i = 0; i < NX; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(s[q][i], sc));
+        for (int i = 0; i < NX; ++i) {
+          isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(_mm512_mullo_epi32(s0[i], sc0), _mm512_mullo_epi32(s1[i], sc1)));
         }
       }
     }
@@ -566,6 +587,7 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
 template <int kKind>
 void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
                      int flags) {
+  static_assert(kKQuantTileActs == 8);
   const auto* xp = static_cast<const uint8_t*>(x);
 #define SPILLWAY_KTILE(NX)                                                  \
   if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags); \
@@ -575,7 +597,11 @@ void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, 
     case 1: { SPILLWAY_KTILE(1) break; }
     case 2: { SPILLWAY_KTILE(2) break; }
     case 3: { SPILLWAY_KTILE(3) break; }
-    default: { SPILLWAY_KTILE(4) break; }
+    case 4: { SPILLWAY_KTILE(4) break; }
+    case 5: { SPILLWAY_KTILE(5) break; }
+    case 6: { SPILLWAY_KTILE(6) break; }
+    case 7: { SPILLWAY_KTILE(7) break; }
+    default: { SPILLWAY_KTILE(8) break; }
   }
 #undef SPILLWAY_KTILE
 }
