@@ -812,6 +812,16 @@ void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, 
   }
 }
 
+// Two consecutive tiles: two single-tile calls (the AVX2 kernels are bound by their
+// maddubs + madd arithmetic, not by loads).
+template <int kKind>
+void kquant_tile2_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
+                      int flags) {
+  constexpr size_t kBlockBytes = kTileRows * (kKind == 0 ? 144 : kKind == 1 ? 210 : 176);
+  kquant_tile_dot<kKind>(tile, nb, x, xs, nx, y, ys, flags);
+  kquant_tile_dot<kKind>(tile + nb * kBlockBytes, nb, x, xs, nx, y + kTileRows, ys, flags);
+}
+
 struct Q4KDot {
   template <int NX>
   static void rows(const void* w, const void* x, size_t xs, int64_t cols, float* y, size_t ys) {
@@ -893,6 +903,9 @@ void add_avx2_dot_kernels(KernelTable& t) {
   t.kquant_tile_dot[0] = kquant_tile_dot<0>;
   t.kquant_tile_dot[1] = kquant_tile_dot<1>;
   t.kquant_tile_dot[2] = kquant_tile_dot<2>;
+  t.kquant_tile2_dot[0] = kquant_tile2_dot<0>;
+  t.kquant_tile2_dot[1] = kquant_tile2_dot<1>;
+  t.kquant_tile2_dot[2] = kquant_tile2_dot<2>;
 }
 
 }  // namespace spillway::kernels
