@@ -636,6 +636,76 @@ void q4k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
   }
 }
 
+// Q6_K, one tile, up to 4 activation rows (the kernel before the NT rework of q6k_tile_rows,
+// kept for single tiles: the GEMV ran ~15% slower, in CPU time, on the reworked one; bench/README.md).
+// Per group of 16, the sum of code * x (code = q + 32) starts from -32 * the
+// activation's group sum, so it is the sum of q * x; times the group's int8 scale.
+template <int NX>
+void q6k_tile_rows_single(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+  constexpr size_t kBlockBytes = kTileRows * 210;
+  __m512 facc[NX];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) facc[i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2h = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = tile + b * kBlockBytes;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 3328)));
+    __m512i isum[NX];
+    const BlockQ8_K* xb[NX];
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      isum[i] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, 2 * h + half);
+        __m512i s[4][NX];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) s[q][i] = _mm512_set1_epi32(-32 * xb[i]->bsums[8 * h + 2 * q + half]);
+        }
+#pragma GCC unroll 4
+        for (int l4 = 4 * half; l4 < 4 * half + 4; ++l4) {
+          const __m512i qh = _mm512_loadu_si512(blk + 2048 + (8 * h + l4) * 64);
+          const __m512i ql0 = _mm512_loadu_si512(blk + (8 * (2 * h) + l4) * 64);
+          const __m512i ql1 = _mm512_loadu_si512(blk + (8 * (2 * h + 1) + l4) * 64);
+          const __m512i code[4] = {
+              _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m2h)),
+              _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m2h)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m2h)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4),
+                              _mm512_and_si512(_mm512_srli_epi16(qh, 2), m2h))};
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) {
+              s[q][i] = _mm512_dpbusd_epi32(s[q][i], code[q], bcast4(xb[i]->qs + 128 * h + 32 * q + 4 * l4));
+            }
+          }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const int g = 8 * h + 2 * q + half;
+          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g)));
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(s[q][i], sc));
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(xb[i]->d), dw);
+      facc[i] = _mm512_add_ps(facc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])));
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
+}
+
 // Q6_K: NT (1 or 2) consecutive tiles x NX activation rows per pass. Per group of 16, the
 // sum of code * x (code = q + 32) starts from -32 * the activation's group sum, so it is
 // the sum of q * x; times the group's int8 scale. Each quarter block runs as two passes (the
@@ -747,14 +817,15 @@ void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, 
                      int flags) {
   static_assert(kKQuantTileActs == 8);
   const auto* xp = static_cast<const uint8_t*>(x);
-  if constexpr (NT == 2 || kKind == 2) {  // 4 rows per pass: 16 accumulators (Q5_K: 8, one tile)
+  if constexpr (NT == 2 || kKind != 0) {  // 4 rows per pass: 16 accumulators (one tile: 8)
     for (int i0 = 0; i0 < nx; i0 += 4) {
       const int n = nx - i0 < 4 ? nx - i0 : 4;
       const int f = (i0 == 0 ? flags & kTileStream : 0) | (i0 + n >= nx ? flags & kTilePrefetchNext : 0);
 #define SPILLWAY_KTILE2(NX)                                                                                   \
   if constexpr (kKind == 0) q4k_tile_rows<2, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);      \
   else if constexpr (kKind == 2) q5k_tile_rows<true, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);     \
-  else q6k_tile_rows<2, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);
+  else if constexpr (NT == 2) q6k_tile_rows<2, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);              \
+  else q6k_tile_rows_single<NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);
       switch (n) {
         case 1: { SPILLWAY_KTILE2(1) break; }
         case 2: { SPILLWAY_KTILE2(2) break; }
@@ -766,8 +837,7 @@ void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, 
     return;
   }
 #define SPILLWAY_KTILE(NX)                                                  \
-  if constexpr (kKind == 0) q4k_tile_rows<1, NX>(tile, nb, xp, xs, y, ys, flags); \
-  else if constexpr (kKind == 1) q6k_tile_rows<1, NX>(tile, nb, xp, xs, y, ys, flags);
+  q4k_tile_rows<1, NX>(tile, nb, xp, xs, y, ys, flags);
   switch (nx) {
     case 1: { SPILLWAY_KTILE(1) break; }
     case 2: { SPILLWAY_KTILE(2) break; }
