@@ -154,6 +154,7 @@ using KQuantTileDotFn = void (*)(const uint8_t* tile, int64_t nb, const void* x,
 // Index in KernelTable::kquant_tile_dot: Q4_K 0, Q6_K 1, Q5_K 2 (as dot_kind).
 // KernelTable::kquant_tile2_dot: the same on two consecutive tiles (the second at tile + 16 *
 // nb * block_bytes(t)), y[i * ys + r] for r < 32: the same bits as two kquant_tile_dot calls.
+// Null where an ISA has no paired kernel (AVX2): the driver then calls kquant_tile_dot per tile.
 // (Each broadcast activation dword then feeds both tiles' vpdpbusd: the AVX-512 kernels are
 // bound by loads, bench/README.md.) kTilePrefetchNext prefetches the next pair.
 
