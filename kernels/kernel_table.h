@@ -143,12 +143,20 @@ bool has_kquant_tiles(DType t);
 void pack_kquant_tile(DType t, const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* tile);
 // Row r's block (ggml's struct) of the tile block at tile_block.
 void kquant_tile_row_block(DType t, const uint8_t* tile_block, int r, uint8_t* block);
+// Most activation rows one K-quant tile dot call sweeps over the tile (the unpacked codes and
+// scales of each block are shared by all of them).
+constexpr int kKQuantTileActs = 8;
 // y[i * ys + r] = row r of the tile · activation row i (BlockQ8_K rows at x + i * x_stride) for
-// r < 16, i < nx (1..kMaxDotRows), nb blocks, each output in DotRowsFn's order (so tiled and
+// r < 16, i < nx (1..kKQuantTileActs), nb blocks, each output in DotRowsFn's order (so tiled and
 // row-major weights give the same bits). flags: kTileStream / kTilePrefetchNext as TileDotFn.
 using KQuantTileDotFn = void (*)(const uint8_t* tile, int64_t nb, const void* x, size_t x_stride, int nx, float* y,
                                  size_t ys, int flags);
 // Index in KernelTable::kquant_tile_dot: Q4_K 0, Q6_K 1, Q5_K 2 (as dot_kind).
+// KernelTable::kquant_tile2_dot: the same on two consecutive tiles (the second at tile + 16 *
+// nb * block_bytes(t)), y[i * ys + r] for r < 32: the same bits as two kquant_tile_dot calls.
+// Null where an ISA has no paired kernel (AVX2): the driver then calls kquant_tile_dot per tile.
+// (Each broadcast activation dword then feeds both tiles' vpdpbusd: the AVX-512 kernels are
+// bound by loads, bench/README.md.) kTilePrefetchNext prefetches the next pair.
 
 // n values -> activation blocks. Every ISA's quantizer gives bit-identical output.
 using QuantizeActivationsFn = void (*)(const float* x, void* dst, int64_t n);
@@ -162,6 +170,7 @@ struct KernelTable {
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()
   KQuantTileDotFn kquant_tile_dot[3] = {};        // Q4_K, Q6_K, Q5_K tiles
+  KQuantTileDotFn kquant_tile2_dot[3] = {};       // the same, two tiles a call
 
   void (*to_fp16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;

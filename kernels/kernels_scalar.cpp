@@ -241,6 +241,14 @@ void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, 
   }
 }
 
+// Two consecutive tiles: two single-tile calls.
+template <DType T, class Block, float (*Step)(const Block&, const BlockQ8_K&, float)>
+void kquant_tile2_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
+                      int flags) {
+  kquant_tile_dot<T, Block, Step>(tile, nb, x, xs, nx, y, ys, flags);
+  kquant_tile_dot<T, Block, Step>(tile + nb * kTileRows * sizeof(Block), nb, x, xs, nx, y + kTileRows, ys, flags);
+}
+
 void dot_q3_k(const void* w, const void* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
   const auto* wb = static_cast<const BlockQ3_K*>(w);
   for_each_row(x, xs, nx, y, ys, [&](const uint8_t* xr) {
@@ -473,6 +481,9 @@ constexpr KernelTable make_scalar_table() {
   t.kquant_tile_dot[0] = kquant_tile_dot<DType::Q4_K, BlockQ4_K, q4_k_block>;
   t.kquant_tile_dot[1] = kquant_tile_dot<DType::Q6_K, BlockQ6_K, q6_k_block>;
   t.kquant_tile_dot[2] = kquant_tile_dot<DType::Q5_K, BlockQ5_K, q5_k_block>;
+  t.kquant_tile2_dot[0] = kquant_tile2_dot<DType::Q4_K, BlockQ4_K, q4_k_block>;
+  t.kquant_tile2_dot[1] = kquant_tile2_dot<DType::Q6_K, BlockQ6_K, q6_k_block>;
+  t.kquant_tile2_dot[2] = kquant_tile2_dot<DType::Q5_K, BlockQ5_K, q5_k_block>;
   t.to_fp16 = to_fp16_scalar;
   t.rms_norm = rms_norm_scalar;
   t.softmax = softmax_scalar;

@@ -633,8 +633,11 @@ inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, i
 
 // Rows 0-7 (half 0) and 8-15 (half 1) of each block in turn: the second half reads the
 // block's lines from L1.
+// noinline: inlined into kquant_tile_dot's loop of 4-row passes GCC 12 compiled the Q4_K
+// kernel 1.1-2.2x slower at m = 16 (bench_gemv_count, AVX2; with it, 3-8% slower than the
+// kernel inlined into the former one-pass dispatcher, which no longer exists).
 template <bool kQ5, int NX>
-void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+__attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
   const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), m6 = _mm256_set1_epi32(0x3F3F3F3F);
@@ -719,7 +722,7 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
 }
 
 template <int NX>
-void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+__attribute__((noinline)) void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * 210;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
   __m256 facc[2][NX];
@@ -791,18 +794,26 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
 template <int kKind>
 void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
                      int flags) {
-  const auto* xp = static_cast<const uint8_t*>(x);
+  // Up to kKQuantTileActs rows in passes of 4 (the AVX2 register file holds no more; the
+  // driver gives this table at most 4, as it has no kquant_tile2_dot): the first pass streams
+  // the tile (kTileStream), the last prefetches the next one.
+  for (int i0 = 0; i0 < nx; i0 += 4) {
+    const int n = nx - i0 < 4 ? nx - i0 : 4;
+    const int f = (i0 == 0 ? flags & kTileStream : 0) | (i0 + n >= nx ? flags & kTilePrefetchNext : 0);
+    const auto* xp = static_cast<const uint8_t*>(x) + i0 * xs;
+    float* yp = y + i0 * ys;
 #define SPILLWAY_KTILE(NX)                                                                  \
-  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags);      \
-  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys, flags);  \
-  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys, flags);
-  switch (nx) {
-    case 1: { SPILLWAY_KTILE(1) break; }
-    case 2: { SPILLWAY_KTILE(2) break; }
-    case 3: { SPILLWAY_KTILE(3) break; }
-    default: { SPILLWAY_KTILE(4) break; }
-  }
+  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, yp, ys, f);         \
+  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, yp, ys, f);     \
+  else q6k_tile_rows<NX>(tile, nb, xp, xs, yp, ys, f);
+    switch (n) {
+      case 1: { SPILLWAY_KTILE(1) break; }
+      case 2: { SPILLWAY_KTILE(2) break; }
+      case 3: { SPILLWAY_KTILE(3) break; }
+      default: { SPILLWAY_KTILE(4) break; }
+    }
 #undef SPILLWAY_KTILE
+  }
 }
 
 struct Q4KDot {
@@ -886,6 +897,10 @@ void add_avx2_dot_kernels(KernelTable& t) {
   t.kquant_tile_dot[0] = kquant_tile_dot<0>;
   t.kquant_tile_dot[1] = kquant_tile_dot<1>;
   t.kquant_tile_dot[2] = kquant_tile_dot<2>;
+  // No kquant_tile2_dot (null, not the scalar one this table starts from): the driver runs one
+  // tile a call (two tiles a call ran its m = 16 GEMM 3-6% slower: the pair's first tile is
+  // read again after the second).
+  for (auto& f : t.kquant_tile2_dot) f = nullptr;
 }
 
 }  // namespace spillway::kernels

@@ -398,9 +398,9 @@ inline __m512i bcast4(const int8_t* p) {
 // is in cache). Prefetches never fault, so reading past the matrix is harmless.
 constexpr size_t kKQuantPrefetchBytes = 8192;
 template <size_t kBlockBytes>
-inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, int quarter) {
+inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, int quarter, int next_tiles = 1) {
   constexpr int kLines = int((kBlockBytes + 63) / 64 + 1 + 3) / 4;  // +1: a block may straddle one more line
-  const size_t ahead = (flags & kTileStream) ? kKQuantPrefetchBytes : size_t(nb) * kBlockBytes;
+  const size_t ahead = (flags & kTileStream) ? kKQuantPrefetchBytes : size_t(next_tiles) * size_t(nb) * kBlockBytes;
   const char* p = reinterpret_cast<const char*>(blk) + ahead + size_t(quarter) * kLines * 64;
   // (Written as a guarded loop: GCC 12 at -O3 deleted every prefetch of this function when
   // the test was an early return.)
@@ -410,11 +410,13 @@ inline void kquant_prefetch_quarter(const uint8_t* blk, int64_t nb, int flags, i
   }
 }
 
-// Q4_K (kQ5 false) / Q5_K tiles. Per block: sub-block sums per row lane, times the 6-bit
+// Q5_K tiles, up to 4 activation rows (the kernel before the NT / NX rework of q45k_tile_rows,
+// kept for Q5_K: its quarter loop unrolled with immediate shifts of the qh bits ran 1.3x
+// faster for Q5_K than the reworked one at NX = 4; bench/README.md). Per block: sub-block sums per row lane, times the 6-bit
 // scales (unpacked lane-wise from the three scale words), minus the mins times the
 // activation's 32-value sums; then DotRowsFn's float steps lane-wise.
 template <bool kQ5, int NX>
-void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+void q5k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
   __m512 facc[NX];
@@ -493,10 +495,153 @@ void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs
   for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
 }
 
-// Q6_K tiles: per group of 16, the sum of code * x (code = q + 32) starts from -32 * the
+// Q4_K: NT (1 or 2) consecutive tiles x NX activation rows per pass. Per
+// block: sub-block sums per row lane, times the 6-bit scales (unpacked lane-wise from the
+// three scale words, once for all NX rows), minus the mins times the activation's 32-value
+// sums (vpdpwssd of int16 pairs); then DotRowsFn's float steps lane-wise. Cost model (AVX-512
+// on this Zen 5, measured with asm loops): vpdpbusd, vpmulld and vpdpwssd share two pipes
+// (latency 4), and every load, a broadcast from memory included, takes one of two load slots
+// a cycle; the bit operations of the unpacking run beside them. With one tile each
+// broadcast activation dword feeds one vpdpbusd, so the loads cap the kernel at the
+// vpdpbusd rate minus the code loads; two tiles share each broadcast (NT = 2).
+template <int NT, int NX>
+void q4k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+  constexpr size_t kBlockBytes = kTileRows * 144;
+  constexpr size_t kCodes = 256;
+  const size_t tile_bytes = size_t(nb) * kBlockBytes;
+  __m512 facc[NT][NX];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) facc[t][i] = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi32(0x3F3F3F3F);
+  const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303);
+  const __m512i byte = _mm512_set1_epi32(0xFF);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  // Bytes (k, k + 1) of each dword as an int16 pair: (m0, m1) and (m2, m3) of a min word;
+  // + 4k in both index bytes of dword k of each 128-bit lane (vpshufb indexes within lanes).
+  const __m512i lane_base = _mm512_set_epi32(0xC000C, 0x80008, 0x40004, 0, 0xC000C, 0x80008, 0x40004, 0, 0xC000C,
+                                             0x80008, 0x40004, 0, 0xC000C, 0x80008, 0x40004, 0);
+  const __m512i sh01 = _mm512_add_epi8(_mm512_set1_epi32(int32_t(0x80018000u)), lane_base);
+  const __m512i sh23 = _mm512_add_epi8(_mm512_set1_epi32(int32_t(0x80038002u)), lane_base);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk0 = tile + b * kBlockBytes;
+    __m512 dw[NT], dmw[NT];
+    __m512i sc_lo[NT], sc_hi[NT], mins[NT][4];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* blk = blk0 + t * tile_bytes;
+      dw[t] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+      dmw[t] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+      const __m512i a = _mm512_loadu_si512(blk + 64), bq = _mm512_loadu_si512(blk + 128), cq = _mm512_loadu_si512(blk + 192);
+      sc_lo[t] = _mm512_and_si512(a, m6);
+      const __m512i m_lo = _mm512_and_si512(bq, m6);
+      sc_hi[t] = _mm512_or_si512(_mm512_and_si512(cq, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a, 6), m2), 4));
+      const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(cq, 4), m4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(bq, 6), m2), 4));
+      // The mins as int16 pairs per lane: (m0, m1), (m2, m3), (m4, m5), (m6, m7).
+      mins[t][0] = _mm512_shuffle_epi8(m_lo, sh01);
+      mins[t][1] = _mm512_shuffle_epi8(m_lo, sh23);
+      mins[t][2] = _mm512_shuffle_epi8(m_hi, sh01);
+      mins[t][3] = _mm512_shuffle_epi8(m_hi, sh23);
+    }
+    __m512i isum[NT][NX];
+    __m512 fmin[NT][NX];  // (dx * dmin) * float(sum_g m_g * bs_g), DotRowsFn's second term
+    const BlockQ8_K* xb[NX];
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      // The 32-value sums s_j = bs[2j] + bs[2j + 1] (|s_j| <= 4096) as int16 pairs (s0, s1),
+      // (s2, s3) at dwords 0, 1 and (s4, s5), (s6, s7) at dwords 4, 5.
+      const __m256i s32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i]->bsums)), ones16);
+      const __m256i sp = _mm256_packs_epi32(s32, s32);
+      const __m512i p0 = _mm512_broadcastd_epi32(_mm256_castsi256_si128(sp));
+      const __m512i p1 = _mm512_broadcastd_epi32(_mm_srli_si128(_mm256_castsi256_si128(sp), 4));
+      const __m128i sp_hi = _mm256_extracti128_si256(sp, 1);
+      const __m512i p2 = _mm512_broadcastd_epi32(sp_hi), p3 = _mm512_broadcastd_epi32(_mm_srli_si128(sp_hi, 4));
+      const __m512 dx = _mm512_set1_ps(xb[i]->d);
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        __m512i smin = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins[t][0], p0);
+        smin = _mm512_dpwssd_epi32(smin, mins[t][1], p1);
+        smin = _mm512_dpwssd_epi32(smin, mins[t][2], p2);
+        smin = _mm512_dpwssd_epi32(smin, mins[t][3], p3);
+        fmin[t][i] = _mm512_mul_ps(_mm512_mul_ps(dx, dmw[t]), _mm512_cvtepi32_ps(smin));
+        isum[t][i] = _mm512_setzero_si512();
+      }
+    }
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) kquant_prefetch_quarter<kBlockBytes>(blk0 + t * tile_bytes, nb, flags, c, NT);
+      const __m128i sh_a = _mm_cvtsi32_si128(16 * (c % 2)), sh_b = _mm_cvtsi32_si128(16 * (c % 2) + 8);
+      __m512i sc_a[NT], sc_b[NT];
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        const __m512i src = c < 2 ? sc_lo[t] : sc_hi[t];
+        sc_a[t] = _mm512_and_si512(_mm512_srl_epi32(src, sh_a), byte);
+        sc_b[t] = _mm512_and_si512(_mm512_srl_epi32(src, sh_b), byte);
+      }
+      __m512i sa[NT][NX], sb[NT][NX];
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) sa[t][i] = sb[t][i] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 8
+      for (int l4 = 0; l4 < 8; ++l4) {
+        __m512i lo[NT], hi[NT];
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* blk = blk0 + t * tile_bytes;
+          const __m512i v = _mm512_loadu_si512(blk + kCodes + (c * 8 + l4) * 64);
+          lo[t] = _mm512_and_si512(v, low);
+          hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          const __m512i xa = bcast4(xb[i]->qs + 64 * c + 4 * l4), xh = bcast4(xb[i]->qs + 64 * c + 32 + 4 * l4);
+#pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            sa[t][i] = _mm512_dpbusd_epi32(sa[t][i], lo[t], xa);
+            sb[t][i] = _mm512_dpbusd_epi32(sb[t][i], hi[t], xh);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          isum[t][i] = _mm512_add_epi32(isum[t][i], _mm512_add_epi32(_mm512_mullo_epi32(sa[t][i], sc_a[t]),
+                                                                      _mm512_mullo_epi32(sb[t][i], sc_b[t])));
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(xb[i]->d);
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        const __m512 d = _mm512_mul_ps(dx, dw[t]);
+        const __m512 tv = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t][i])), fmin[t][i]);
+        facc[t][i] = _mm512_add_ps(facc[t][i], tv);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys + t * kTileRows, facc[t][i]);
+  }
+}
+
+// Q6_K, one tile, up to 4 activation rows (the kernel before the NT rework of q6k_tile_rows,
+// kept for single tiles: the GEMV ran ~15% slower, in CPU time, on the reworked one; bench/README.md).
+// Per group of 16, the sum of code * x (code = q + 32) starts from -32 * the
 // activation's group sum, so it is the sum of q * x; times the group's int8 scale.
 template <int NX>
-void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+void q6k_tile_rows_single(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * 210;
   __m512 facc[NX];
 #pragma GCC unroll 16
@@ -561,23 +706,156 @@ void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs,
   for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
 }
 
-// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K (kquant_tile_dot's index); the prefetch hints
-// as kquant_prefetch_quarter.
-template <int kKind>
+// Q6_K: NT (1 or 2) consecutive tiles x NX activation rows per pass. Per group of 16, the
+// sum of code * x (code = q + 32) starts from -32 * the activation's group sum, so it is
+// the sum of q * x; times the group's int8 scale. Each quarter block runs as two passes (the
+// low bits ql of groups q and q + 2 share their bytes), so 2 * NT * NX accumulators are
+// live; the -32 * bsum starts are computed once per block and row and broadcast from the
+// stack. Cost model as q4k_tile_rows.
+template <int NT, int NX>
+void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
+  constexpr size_t kBlockBytes = kTileRows * 210;
+  const size_t tile_bytes = size_t(nb) * kBlockBytes;
+  __m512 facc[NT][NX];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) facc[t][i] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2h = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk0 = tile + b * kBlockBytes;
+    __m512i isum[NT][NX];
+    const BlockQ8_K* xb[NX];
+    alignas(64) int32_t start[NX][16];  // -32 * bsums[g] of row i
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
+      const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[i]->bsums)));
+      _mm512_store_si512(start[i], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) isum[t][i] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 1
+    for (int hh = 0; hh < 4; ++hh) {
+      const int h = hh >> 1, half = hh & 1;
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) kquant_prefetch_quarter<kBlockBytes>(blk0 + t * tile_bytes, nb, flags, hh, NT);
+#pragma GCC unroll 1
+      for (int p = 0; p < 2; ++p) {  // groups q = p (low nibbles of ql) and q = p + 2 (high)
+        const int g0 = 8 * h + 2 * p + half, g1 = g0 + 4;
+        __m512i s0[NT][NX], s1[NT][NX];
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            s0[t][i] = _mm512_set1_epi32(start[i][g0]);
+            s1[t][i] = _mm512_set1_epi32(start[i][g1]);
+          }
+        }
+        const __m128i shl = _mm_cvtsi32_si128(4 - 2 * p), shr = _mm_cvtsi32_si128(2 * p);
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; ++l) {
+          const int l4 = 4 * half + l;
+          __m512i c0[NT], c1[NT];
+#pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const uint8_t* blk = blk0 + t * tile_bytes;
+            const __m512i qh = _mm512_loadu_si512(blk + 2048 + (8 * h + l4) * 64);
+            const __m512i ql = _mm512_loadu_si512(blk + (8 * (2 * h + p) + l4) * 64);
+            // q = p: low nibble | bits (2p, 2p + 1) of qh at 4, 5; q = p + 2: high nibble |
+            // bits (2p + 4, 2p + 5) of qh at 4, 5.
+            c0[t] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), _mm512_sll_epi16(qh, shl), m2h, 0xF8);
+            c1[t] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_srl_epi16(qh, shr),
+                                              m2h, 0xF8);
+          }
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) {
+            const int8_t* xq = xb[i]->qs + 128 * h + 32 * p + 4 * l4;
+            const __m512i xa = bcast4(xq), xh = bcast4(xq + 64);
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; ++t) {
+              s0[t][i] = _mm512_dpbusd_epi32(s0[t][i], c0[t], xa);
+              s1[t][i] = _mm512_dpbusd_epi32(s1[t][i], c1[t], xh);
+            }
+          }
+        }
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* blk = blk0 + t * tile_bytes;
+          const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g0)));
+          const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 3072 + 16 * g1)));
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) {
+            isum[t][i] = _mm512_add_epi32(isum[t][i], _mm512_add_epi32(_mm512_mullo_epi32(s0[t][i], sc0),
+                                                                        _mm512_mullo_epi32(s1[t][i], sc1)));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(xb[i]->d);
+#pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + t * tile_bytes + 3328)));
+        facc[t][i] = _mm512_add_ps(facc[t][i], _mm512_mul_ps(_mm512_mul_ps(dx, dw), _mm512_cvtepi32_ps(isum[t][i])));
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys + t * kTileRows, facc[t][i]);
+  }
+}
+
+// KQuantTileDotFn: kKind 0 Q4_K, 1 Q6_K, 2 Q5_K (kquant_tile_dot's index), NT tiles; the
+// prefetch hints as kquant_prefetch_quarter.
+template <int kKind, int NT>
 void kquant_tile_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys,
                      int flags) {
+  static_assert(kKQuantTileActs == 8);
   const auto* xp = static_cast<const uint8_t*>(x);
+  if constexpr (NT == 2 || kKind != 0) {  // 4 rows per pass: 16 accumulators (one tile: 8)
+    for (int i0 = 0; i0 < nx; i0 += 4) {
+      const int n = nx - i0 < 4 ? nx - i0 : 4;
+      const int f = (i0 == 0 ? flags & kTileStream : 0) | (i0 + n >= nx ? flags & kTilePrefetchNext : 0);
+#define SPILLWAY_KTILE2(NX)                                                                                   \
+  if constexpr (kKind == 0) q4k_tile_rows<2, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);      \
+  else if constexpr (kKind == 2) q5k_tile_rows<true, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);     \
+  else if constexpr (NT == 2) q6k_tile_rows<2, NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);              \
+  else q6k_tile_rows_single<NX>(tile, nb, xp + i0 * xs, xs, y + i0 * ys, ys, f);
+      switch (n) {
+        case 1: { SPILLWAY_KTILE2(1) break; }
+        case 2: { SPILLWAY_KTILE2(2) break; }
+        case 3: { SPILLWAY_KTILE2(3) break; }
+        default: { SPILLWAY_KTILE2(4) break; }
+      }
+#undef SPILLWAY_KTILE2
+    }
+    return;
+  }
 #define SPILLWAY_KTILE(NX)                                                  \
-  if constexpr (kKind == 0) q45k_tile_rows<false, NX>(tile, nb, xp, xs, y, ys, flags); \
-  else if constexpr (kKind == 2) q45k_tile_rows<true, NX>(tile, nb, xp, xs, y, ys, flags); \
-  else q6k_tile_rows<NX>(tile, nb, xp, xs, y, ys, flags);
+  q4k_tile_rows<1, NX>(tile, nb, xp, xs, y, ys, flags);
   switch (nx) {
     case 1: { SPILLWAY_KTILE(1) break; }
     case 2: { SPILLWAY_KTILE(2) break; }
     case 3: { SPILLWAY_KTILE(3) break; }
-    default: { SPILLWAY_KTILE(4) break; }
+    case 4: { SPILLWAY_KTILE(4) break; }
+    case 5: { SPILLWAY_KTILE(5) break; }
+    case 6: { SPILLWAY_KTILE(6) break; }
+    case 7: { SPILLWAY_KTILE(7) break; }
+    default: { SPILLWAY_KTILE(8) break; }
   }
 #undef SPILLWAY_KTILE
+}
+
+// Q5_K on two tiles: two single-tile calls (the paired Q4_K kernel with the qh merge ran
+// Q5_K prefill ~10% slower than this).
+void q5k_tile2_dot(const uint8_t* tile, int64_t nb, const void* x, size_t xs, int nx, float* y, size_t ys, int flags) {
+  kquant_tile_dot<2, 1>(tile, nb, x, xs, nx, y, ys, flags);
+  kquant_tile_dot<2, 1>(tile + nb * kTileRows * 176, nb, x, xs, nx, y + kTileRows, ys, flags);
 }
 
 struct Q4KDot {
@@ -612,9 +890,12 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.tile_dot[1] = tile_dot<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
-  t.kquant_tile_dot[0] = kquant_tile_dot<0>;
-  t.kquant_tile_dot[1] = kquant_tile_dot<1>;
-  t.kquant_tile_dot[2] = kquant_tile_dot<2>;
+  t.kquant_tile_dot[0] = kquant_tile_dot<0, 1>;
+  t.kquant_tile_dot[1] = kquant_tile_dot<1, 1>;
+  t.kquant_tile_dot[2] = kquant_tile_dot<2, 1>;
+  t.kquant_tile2_dot[0] = kquant_tile_dot<0, 2>;
+  t.kquant_tile2_dot[1] = kquant_tile_dot<1, 2>;
+  t.kquant_tile2_dot[2] = q5k_tile2_dot;
 }
 
 }  // namespace spillway::kernels

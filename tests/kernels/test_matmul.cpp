@@ -307,7 +307,7 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
           }
-          for (int64_t m : {1, 3, 8, 9, 20, 37}) {
+          for (int64_t m : {1, 3, 8, 9, 16, 20, 37}) {
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
             for (Isa isa : supported_isas()) {
@@ -342,6 +342,58 @@ TEST(Matmul, KQuantTilesHoldEachRowsBlocks) {
       for (int r = 0; r < kTileRows; ++r) {
         kquant_tile_row_block(t, tile.data() + b * kTileRows * bb, r, block.data());
         ASSERT_EQ(std::memcmp(block.data(), w.bytes.data() + r * rb + b * bb, bb), 0) << dtype_name(t) << " b=" << b << " r=" << r;
+      }
+    }
+  }
+}
+
+TEST(Matmul, KQuantTileKernelsGiveTheScalarBitsForEveryRowCountAndHint) {
+  // The tile kernels straight from the tables: one tile and two tiles a call
+  // (kquant_tile2_dot, where the table has it: scalar and AVX-512, which must), 1..kKQuantTileActs
+  // activation rows, every prefetch hint, against the
+  // scalar table's single-tile kernel (row r's blocks read back out of the tile, the row
+  // kernel's arithmetic). Odd activation strides and 1 / 3 / 9 blocks.
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int kind = dot_kind(t).index;
+    for (int64_t nb : {1, 3, 9}) {
+      const int64_t cols = 256 * nb;
+      const TestMatrix w = random_matrix(t, 2 * kTileRows, cols, uint32_t(7 * nb + kind));
+      const size_t rb = size_t(row_bytes(t, cols)), tile_bytes = kTileRows * rb;
+      std::vector<uint8_t> tiles(2 * tile_bytes + 64);
+      for (int k = 0; k < 2; ++k) pack_kquant_tile(t, w.bytes.data() + k * tile_bytes, rb, nb, tiles.data() + k * tile_bytes);
+      const size_t xs = q8_k_row_stride(cols) + 64;  // not the matmul driver's stride
+      std::vector<uint8_t> xq(xs * kKQuantTileActs);
+      const std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 100));
+      for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
+      for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
+        const size_t ys = 2 * kTileRows + 3;
+        std::vector<float> expected(ys * size_t(nx), -1.0f);
+        for (int k = 0; k < 2; ++k) {
+          kernels_for(Isa::Scalar).kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx,
+                                                       expected.data() + k * kTileRows, ys, 0);
+        }
+        for (Isa isa : supported_isas()) {
+          const KernelTable& kt = kernels_for(isa);
+          if (isa != Isa::Avx2) {
+            EXPECT_NE(kt.kquant_tile2_dot[kind], nullptr) << isa_label(isa);
+          }
+          for (int flags : {0, kTileStream, kTilePrefetchNext}) {
+            const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
+                                     " nx=" + std::to_string(nx) + " flags=" + std::to_string(flags);
+            std::vector<float> pair(expected.size(), -1.0f), single(expected.size(), -1.0f);
+            if (kt.kquant_tile2_dot[kind] != nullptr) {  // optional (AVX2 has none)
+              kt.kquant_tile2_dot[kind](tiles.data(), nb, xq.data(), xs, nx, pair.data(), ys, flags);
+            } else {
+              pair = expected;
+            }
+            for (int k = 0; k < 2; ++k) {
+              kt.kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx, single.data() + k * kTileRows,
+                                       ys, flags);
+            }
+            expect_same_bits(pair, expected, "pair " + what);
+            expect_same_bits(single, expected, "single " + what);
+          }
+        }
       }
     }
   }
