@@ -194,10 +194,10 @@ def mmap_arm(path, cg, tokens):
     return json.loads(r.stdout), None
 
 
-def spillway_arm(spillway, path, cg, args, read_mode="auto"):
+def spillway_arm(spillway, path, cg, args, read_mode="auto", extra=()):
     cmd = [spillway, "bench", "--model", path, "--memory-budget", "auto", "--prompt-tokens", str(args.prompt),
            "--gen-tokens", str(args.gen), "--batch", str(args.batch), "--repeat", "1", "--threads",
-           str(args.threads), "--json", "--no-probe", "--read-mode", read_mode]
+           str(args.threads), "--json", "--no-probe", "--read-mode", read_mode, *extra]
     r = cg.run(cmd)
     if r.returncode != 0:
         return None, f"exit {r.returncode}: {r.stderr.strip()[-400:]}"
@@ -260,8 +260,11 @@ def limited_arms(spillway, parent, key, path, args):
                 elif arm == "mmap":
                     out, err = mmap_arm(path, cg, args.gen)
                 else:
-                    binary = args.baseline if arm == "baseline" else spillway
-                    out, err = spillway_arm(binary, path, cg, args, read_mode_of(arm))
+                    if arm == "baseline":
+                        out, err = spillway_arm(args.baseline, path, cg, args, args.baseline_read_mode,
+                                                args.baseline_args.split())
+                    else:
+                        out, err = spillway_arm(spillway, path, cg, args, read_mode_of(arm))
                 rows.setdefault(arm, []).append({"out": out, "err": err, "left": left, "peak": cg.peak_bytes(),
                                                  "oom": cg.oom_kills() - oom0, "wall": time.time() - t0})
             print(f"(round {rep + 1}: {arm} done in {time.time() - t0:.0f} s; page cache before it "
@@ -323,7 +326,9 @@ def report_spillway_arm(arm, runs, disk, mmap_tps, mmap_read_rate, args):
         sheds = ", ".join(f"{x['residency_shed_total']} / {x['residency_readmit_total']}" for x in res)
         own_disk = statistics.median(x.get("disk_read_bytes_per_second", 0) for x in res)
         who = f"baseline `{args.baseline}`" if arm == "baseline" else "spillway"
-        print(f"| {who} `--memory-budget auto --read-mode {read_mode_of(arm)}` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
+        mode = (f"{args.baseline_read_mode} {args.baseline_args}".strip() if arm == "baseline"
+                else read_mode_of(arm))
+        print(f"| {who} `--memory-budget auto --read-mode {mode}` | {tg:.3f} | {bound:.3f} ({disk / 1e6:.0f} MB/s / {streamed / 1e6:.0f} MB "
               f"streamed per step) "
               f"| **{100 * tg / bound:.0f}%** | {batch:.3f} | {resident} of {sp[0]['out']['layers']} | {sheds} "
               f"| {max(r['peak'] for r in sp) / MIB:.0f} MiB | {sum(r['oom'] for r in runs)} |")
@@ -445,6 +450,12 @@ def main():
                          "(e.g. direct,buffered to compare O_DIRECT with buffered reads in one run)")
     ap.add_argument("--baseline", default=None,
                     help="a second spillway binary (e.g. main's build) run as one more arm with --read-mode auto")
+    ap.add_argument("--baseline-read-mode", default="auto", choices=("auto", "direct", "buffered"),
+                    help="the baseline arm's --read-mode (e.g. direct for both arms, when auto's start-up "
+                         "probe would pick differently per arm)")
+    ap.add_argument("--baseline-args", default="",
+                    help="more flags for the baseline arm (e.g. '--row-piece-size 0': the same binary "
+                         "with whole-matrix staging as the baseline)")
     a = ap.parse_args()
     if a.baseline:
         a.baseline = os.path.realpath(a.baseline)

@@ -48,6 +48,11 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->envname("SPILLWAY_READ_MODE")
       ->check(CLI::IsMember({"auto", "direct", "buffered"}))
       ->capture_default_str();
+  cmd.add_option("--row-piece-size", f.row_piece_size,
+                 "Streamed matrices larger than this stream as row ranges of at most SIZE, computed "
+                 "as each arrives, so staging holds pieces, not whole matrices; 0: whole matrices")
+      ->envname("SPILLWAY_ROW_PIECE_SIZE")
+      ->capture_default_str();
   cmd.add_option("--expert-cache", f.expert_cache,
                  "MoE models: RAM for routed experts, streamed from disk by expert: SIZE (e.g. 2G), "
                  "auto (on when the model does not fit the budget, with the room left) or off "
@@ -87,6 +92,15 @@ Result<engine::ResidencyOptions> residency_options(const ResidencyFlags& f) {
   }
   o.expert_cache_lfu = f.expert_cache_policy == "lfu";
   if (f.read_mode != "auto") o.direct_io = f.read_mode == "direct";
+  if (f.row_piece_size == "0") {
+    o.row_piece_bytes = 0;
+  } else {
+    auto bytes = engine::parse_byte_size(f.row_piece_size);
+    if (!bytes || *bytes <= 0) {
+      return Error{fmt::format("--row-piece-size '{}' is not a size (e.g. 4M) or 0", f.row_piece_size)};
+    }
+    o.row_piece_bytes = static_cast<uint64_t>(*bytes);
+  }
   if (f.resident_layers == "all") {
     o.resident_layers = INT32_MAX;  // clamped to the layer count by the plan
   } else if (f.resident_layers != "auto") {

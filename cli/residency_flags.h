@@ -26,6 +26,7 @@ struct ResidencyFlags {
   std::string expert_cache = "auto";    // SIZE | auto | off (MoE models)
   std::string expert_cache_policy = "lru";  // lru | lfu
   std::string read_mode = "auto";       // auto | direct | buffered
+  std::string row_piece_size = "4M";    // SIZE | 0 (whole matrices)
 };
 
 void add_residency_flags(CLI::App& command, ResidencyFlags& flags);

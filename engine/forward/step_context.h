@@ -50,6 +50,11 @@ struct StepContext {
                       int64_t m, std::span<float* const> ys, kernels::RowPrologue prologue = {}) const {
     const bool streamed = weights && layer >= 0;
     if (streamed) {
+      for (const kernels::WeightMatrix* w : ws) {
+        if (weights->row_pieces(layer, w) > 0) return matmul_in_row_pieces(part, ws, x, m, ys, prologue);
+      }
+    }
+    if (streamed) {
       Status acquired;
       timed(profile, ForwardProfile::Weights, [&] { acquired = weights->acquire_matrices(layer, ws); });
       if (!acquired.ok()) {
@@ -61,6 +66,16 @@ struct StepContext {
     if (streamed) weights->release_matrices(layer, ws);
     return {};
   }
+
+  // matmul_multi of a layer whose matrices stream as row pieces (LayerWeightSource::
+  // row_pieces): each matrix of ws in turn, each of its pieces in turn (stream order, one
+  // held at a time), computed as the matmul of that row range (kernels give every output
+  // the same bits whatever the rows around it); the prologue runs with the first matmul
+  // only (it writes the rows of x the later ones read). Engine thread
+  // (row_pieces_matmul.cpp).
+  Status matmul_in_row_pieces(ForwardProfile::Part part, std::span<const kernels::WeightMatrix* const> ws,
+                              const float* x, int64_t m, std::span<float* const> ys,
+                              kernels::RowPrologue prologue) const;
 };
 
 // Row prologue: out row t = RMSNorm(x row t) * weight (kernels::matmul_multi's prologue).

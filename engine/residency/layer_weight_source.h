@@ -70,6 +70,21 @@ class LayerWeightSource {
   static constexpr int32_t kMaxMatricesHeld = 4;
   virtual Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) { return {}; }
   virtual void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) {}
+  // Row pieces: a streamed layer whose matrices stream as row ranges (pieces of at most
+  // WeightResidencyOptions::row_piece_bytes). row_pieces(layer, m): how many pieces matrix m
+  // of layer `layer` streams in (>= 1), or 0 when it is acquired whole (acquire_matrices; a
+  // layer in memory, a matrix that is not the layer's; the default). When it is > 0,
+  // StepContext::matmul_multi runs the matmul piece by piece, in stream order: for each
+  // matrix of the call in turn, acquire_row_piece(layer, m, j) for j = 0..n-1, one piece
+  // held at a time. The view holds rows [*first_row, *first_row + view.rows) of m (its
+  // `data` in staging, its layout m's) and is valid until release_row_piece(layer, m, j).
+  // An Error names the file when a read failed (nothing is then held).
+  virtual int32_t row_pieces(int32_t layer, const kernels::WeightMatrix* m) const { return 0; }
+  virtual Result<kernels::WeightMatrix> acquire_row_piece(int32_t layer, const kernels::WeightMatrix* m, int32_t j,
+                                                          int64_t* first_row) {
+    return Error{fmt::format("layer {}: this weight source streams no row pieces", layer)};
+  }
+  virtual void release_row_piece(int32_t layer, const kernels::WeightMatrix* m, int32_t j) {}
   // The token embeddings' type and shape; `data` may be null when the table stays on disk
   // (read its rows through embedding_row).
   virtual const kernels::WeightMatrix& token_embedding() const = 0;

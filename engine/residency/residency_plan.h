@@ -52,6 +52,9 @@ struct ResidencyOptions {
   // (read_mode_probe.h); true forces O_DIRECT (where the filesystem allows it), false
   // buffered reads + POSIX_FADV_DONTNEED.
   std::optional<bool> direct_io;
+  // Streamed matrices larger than this stream as row ranges of at most this many bytes
+  // (WeightResidencyOptions::row_piece_bytes); 0: whole matrices.
+  uint64_t row_piece_bytes = 4ull << 20;
 };
 
 struct ResidencySizes {

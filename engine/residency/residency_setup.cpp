@@ -78,6 +78,7 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   // Sizes as the residency will hold them: lay the units out without reading anything.
   WeightResidencyOptions weight_options{.prefetch_depth = options.prefetch_depth,
                                         .keep_file_layout = options.keep_file_layout};
+  weight_options.row_piece_bytes = options.row_piece_bytes;
   if (options.direct_io) {
     weight_options.direct_io = *options.direct_io;
     weight_options.read_mode_probe_bytes = 0;

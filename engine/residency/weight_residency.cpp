@@ -85,6 +85,25 @@ int32_t most_pieces_held(const BlockWeights& b) {
 
 constexpr int32_t kMaxAheadPieces = 8;
 
+struct RowRange {
+  int64_t first = 0;
+  int64_t rows = 0;
+};
+
+// Rows [0, rows) cut into ranges of at most max_bytes (row_bytes each row), every range
+// but the last a multiple of the 16-row tiles (at least one tile), as equal as that allows.
+std::vector<RowRange> split_rows(int64_t rows, uint64_t row_bytes, uint64_t max_bytes) {
+  constexpr int64_t kTileRows = 16;
+  int64_t most = static_cast<int64_t>(max_bytes / std::max<uint64_t>(row_bytes, 1));
+  most = std::max(kTileRows, most / kTileRows * kTileRows);
+  const int64_t n = (rows + most - 1) / most;
+  int64_t per = (rows + n - 1) / n;
+  per = (per + kTileRows - 1) / kTileRows * kTileRows;
+  std::vector<RowRange> out;
+  for (int64_t first = 0; first < rows; first += per) out.push_back({first, std::min(per, rows - first)});
+  return out;
+}
+
 }  // namespace
 
 WeightResidency::WeightResidency(const Model& model, const WeightResidencyOptions& options)
@@ -157,9 +176,42 @@ Status WeightResidency::build_layout() {
   int32_t held = 1;
   for (int32_t l = 0; l < n_layers; ++l) {
     Layer& layer = layers_[l];
-    held = std::max(held, most_pieces_held(layer.weights));
+    // Row pieces: the kinds hold one at a time (StepContext::matmul_in_row_pieces).
+    if (options_.row_piece_bytes == 0) held = std::max(held, most_pieces_held(layer.weights));
     Status bound;
     for_each_piece(layer.weights, experts_apart_, [&](std::vector<kernels::WeightMatrix*> ms, bool experts) {
+      if (!experts && ms.size() == 1 && options_.row_piece_bytes > 0) {
+        if (!bound.ok()) return;
+        auto t = tensor_of(*ms.front());
+        if (!t) {
+          bound = t.error();
+          return;
+        }
+        const kernels::WeightMatrix& m = *ms.front();
+        const auto row_bytes = static_cast<uint64_t>(kernels::row_bytes(m.type, m.cols));
+        if (m.rows > 0 && row_bytes * static_cast<uint64_t>(m.rows) == (*t)->n_bytes) {
+          for (const RowRange& r : split_rows(m.rows, row_bytes, options_.row_piece_bytes)) {
+            Piece piece;
+            piece.layer = l;
+            piece.row_piece = true;
+            piece.first_row = r.first;
+            piece.rows = r.rows;
+            piece.unit.id = static_cast<int32_t>(pieces_.size());
+            TensorInfo slice = **t;  // the rows' bytes as a tensor of their own
+            slice.file_offset += static_cast<uint64_t>(r.first) * row_bytes;
+            slice.n_bytes = static_cast<uint64_t>(r.rows) * row_bytes;
+            slice.data = nullptr;
+            tensors.assign(1, &slice);
+            piece.offsets = build_stream_unit(tensors, options_.coalesce_gap_bytes, piece.unit);
+            max_piece_buffer_ = std::max(max_piece_buffer_, piece.unit.buffer_bytes);
+            piece.matrices = ms;
+            layer.pieces.push_back(piece.unit.id);
+            pieces_.push_back(std::move(piece));
+          }
+          row_pieces_ = true;
+          return;
+        }
+      }
       Piece piece;
       piece.layer = l;
       piece.experts = experts;
@@ -321,7 +373,8 @@ void WeightResidency::reschedule() {
       const kernels::WeightMatrix& w = *piece.matrices[i];
       if (w.layout != kernels::WeightLayout::Tiled) continue;
       scratch.resize(std::max(scratch.size(), retile_scratch_bytes_));
-      kernels::retile_in_place(w.type, buffer + piece.offsets[i], w.rows, w.cols, scratch.data());
+      kernels::retile_in_place(w.type, buffer + piece.offsets[i], piece.row_piece ? piece.rows : w.rows, w.cols,
+                               scratch.data());
     }
   };
   std::vector<const DirectReader*> files;
@@ -391,7 +444,9 @@ void WeightResidency::release_piece(Layer& layer, int32_t p) {
   if (it == layer.held.end()) return;
   layer.held.erase(it);
   Piece& piece = pieces_[p];
-  for (kernels::WeightMatrix* m : piece.matrices) m->data = nullptr;
+  if (!piece.row_piece) {
+    for (kernels::WeightMatrix* m : piece.matrices) m->data = nullptr;
+  }
   (piece.experts ? experts_streamer_ : streamer_)->release(piece.unit.id);
 }
 
@@ -401,7 +456,7 @@ Status WeightResidency::acquire_matrices(int32_t layer_index, std::span<const ke
   for (const kernels::WeightMatrix* m : ms) {
     for (int32_t p : layer.pieces) {
       const Piece& piece = pieces_[p];
-      if (piece.experts || piece.matrices.front() != m) continue;
+      if (piece.experts || piece.row_piece || piece.matrices.front() != m) continue;
       SPILLWAY_TRY(acquire_piece(layer, p));
       break;
     }
@@ -414,9 +469,47 @@ void WeightResidency::release_matrices(int32_t layer_index, std::span<const kern
   if (layer.memory.data) return;
   for (const kernels::WeightMatrix* m : ms) {
     for (int32_t p : layer.pieces) {
-      if (!pieces_[p].experts && pieces_[p].matrices.front() == m) release_piece(layer, p);
+      if (!pieces_[p].experts && !pieces_[p].row_piece && pieces_[p].matrices.front() == m) release_piece(layer, p);
     }
   }
+}
+
+int32_t WeightResidency::row_piece_index(const Layer& layer, const kernels::WeightMatrix* m, int32_t j) const {
+  for (int32_t p : layer.pieces) {
+    const Piece& piece = pieces_[p];
+    if (piece.row_piece && piece.matrices.front() == m && j-- == 0) return p;
+  }
+  return -1;
+}
+
+int32_t WeightResidency::row_pieces(int32_t layer_index, const kernels::WeightMatrix* m) const {
+  const Layer& layer = layers_[layer_index];
+  if (!row_pieces_ || layer.memory.data) return 0;
+  int32_t n = 0;
+  for (int32_t p : layer.pieces) n += pieces_[p].row_piece && pieces_[p].matrices.front() == m;
+  return n;
+}
+
+Result<kernels::WeightMatrix> WeightResidency::acquire_row_piece(int32_t layer_index, const kernels::WeightMatrix* m,
+                                                                 int32_t j, int64_t* first_row) {
+  Layer& layer = layers_[layer_index];
+  const int32_t p = layer.memory.data ? -1 : row_piece_index(layer, m, j);
+  if (p < 0) return Error{fmt::format("layer {}: no row piece {} of that matrix is streamed", layer_index, j)};
+  const Piece& piece = pieces_[p];
+  auto buffer = streamer_->acquire(piece.unit.id);
+  if (!buffer) return buffer.error();
+  layer.held.push_back(p);
+  kernels::WeightMatrix view = *m;
+  view.data = *buffer + piece.offsets[0];
+  view.rows = piece.rows;
+  *first_row = piece.first_row;
+  return view;
+}
+
+void WeightResidency::release_row_piece(int32_t layer_index, const kernels::WeightMatrix* m, int32_t j) {
+  Layer& layer = layers_[layer_index];
+  const int32_t p = row_piece_index(layer, m, j);
+  if (p >= 0) release_piece(layer, p);
 }
 
 void WeightResidency::release_layer(int32_t layer_index) {

@@ -80,6 +80,13 @@ struct WeightResidencyOptions {
   // rows each step needs through the page cache. For plans that stream (the file stays
   // needed anyway): a step reads a row per token, and the table's bytes go to layers.
   bool embeddings_on_disk = false;
+  // Row pieces: a streamed matrix larger than this streams as row ranges of at most this
+  // many bytes (multiples of the 16-row tiles; a matrix narrower than that streams in
+  // 16-row pieces), each computed as its own matmul as it arrives (StepContext::
+  // matmul_multi, LayerWeightSource::row_pieces), so the kinds hold one piece at a time and
+  // the staging slots are this size, not the largest matrix's. 0: whole matrices, the
+  // kinds hold all the matrices of a matmul at once.
+  uint64_t row_piece_bytes = 4ull << 20;
 };
 
 class WeightResidency final : public LayerWeightSource {
@@ -114,6 +121,12 @@ class WeightResidency final : public LayerWeightSource {
   Status prefetch_experts(int32_t layer, std::span<const int32_t> experts) override;
   void release_layer(int32_t layer) override;
   Status acquire_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
+  // With options.row_piece_bytes > 0, a streamed layer's matrices (all but a MoE layer's
+  // routed experts) are row pieces: acquire_matrices is not used for them.
+  int32_t row_pieces(int32_t layer, const kernels::WeightMatrix* m) const override;
+  Result<kernels::WeightMatrix> acquire_row_piece(int32_t layer, const kernels::WeightMatrix* m, int32_t j,
+                                                  int64_t* first_row) override;
+  void release_row_piece(int32_t layer, const kernels::WeightMatrix* m, int32_t j) override;
   void release_matrices(int32_t layer, std::span<const kernels::WeightMatrix* const> ms) override;
   // With options.embeddings_on_disk (and untied embeddings) `data` is null and
   // embedding_row reads a row through the page cache.
@@ -166,6 +179,11 @@ class WeightResidency final : public LayerWeightSource {
     bool experts = false;                          // the routed experts of its layer
     std::vector<kernels::WeightMatrix*> matrices;  // in the layer's `weights`
     std::vector<uint64_t> offsets;                 // of each matrix in the piece's buffer
+    // A row piece (options_.row_piece_bytes > 0): rows [first_row, first_row + rows) of
+    // its one matrix, handed out as a view (the layer's matrix keeps pointing nowhere).
+    bool row_piece = false;
+    int64_t first_row = 0;
+    int64_t rows = 0;
   };
   struct Layer {
     StreamUnit unit;
@@ -183,6 +201,8 @@ class WeightResidency final : public LayerWeightSource {
   Status build_layout();
   void rebase(Layer& layer, const uint8_t* buffer) const;
   Status acquire_piece(Layer& layer, int32_t piece);
+  // The j-th row piece of matrix m in layer.pieces, or -1.
+  int32_t row_piece_index(const Layer& layer, const kernels::WeightMatrix* m, int32_t j) const;
   void release_piece(Layer& layer, int32_t piece);
   // Rearranges a layer unit's tileable matrices in `buffer` into tiles, in place.
   void retile_layer(const Layer& layer, uint8_t* buffer, std::vector<uint8_t>& scratch) const;
@@ -206,6 +226,7 @@ class WeightResidency final : public LayerWeightSource {
   std::vector<Piece> pieces_;
   uint64_t max_piece_buffer_ = 0;           // the matrices' pieces
   int32_t staging_slots_ = 0;
+  bool row_pieces_ = false;                 // some matrix streams as row pieces
   uint64_t max_experts_piece_buffer_ = 0;   // routed-experts pieces (expert tier off)
   int32_t experts_slots_ = 0;               // 0: none
   size_t retile_scratch_bytes_ = 0;

@@ -24,7 +24,9 @@ cgroup=$(cgroup_create pressure "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
 
-cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 24 --batch 1 \
+# 48 tokens: the other process needs ~1.5 s to take the room and the controller checks once
+# a second; with 24, a plan with more resident layers (row pieces) could finish first.
+cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 48 --batch 1 \
   --repeat 1 --threads 2 --memory-budget auto --no-probe --json >"$out" 2>"$err" &
 bench=$!
 cgroup_cleanup_pid "$bench"

@@ -50,4 +50,18 @@ if j["machine"]["dram_read_bytes_per_second"] <= 0: fail.append("the machine pro
 for f in fail: print("FAIL:", f)
 sys.exit(1 if fail else 0)
 PY
+# Row pieces (issue #21, staging): the same model and limit with whole-matrix staging
+# (--row-piece-size 0) plans fewer resident layers than the run above, whose staging holds
+# row pieces (the default): the memory staging no longer takes went to resident layers.
+planned=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["residency"]["planned_resident_layers"])' \
+  "$(grep '^{' <<<"$output")")
+cgroup_whole=$(cgroup_create steady-whole "$limit_mb")
+cgroup_cleanup_dir "$cgroup_whole"
+whole=$(cgroup_run "$cgroup_whole" "$spillway" bench --model "$model" --prompt-tokens 4 --gen-tokens 1 \
+  --batch 1 --repeat 1 --threads 2 --memory-budget auto --no-probe --row-piece-size 0 --json 2>&1)
+echo "$whole" | grep -E '^(residency budget|budget use|layers:|streaming:)' || true
+planned_whole=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["residency"]["planned_resident_layers"])' \
+  "$(grep '^{' <<<"$whole")")
+echo "planned resident layers: ${planned} with row pieces, ${planned_whole} with whole matrices"
+[ "$planned" -gt "$planned_whole" ] || { echo "FAIL: row pieces did not add a resident layer"; exit 1; }
 echo "PASS"

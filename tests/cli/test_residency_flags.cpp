@@ -49,5 +49,21 @@ TEST(ResidencyFlags, BadSizesAreErrorsNamingTheFlag) {
   EXPECT_EQ(ok->expert_cache_bytes, -1);
 }
 
+// --row-piece-size: row pieces of 4 MiB by default, 0 for whole matrices, a size otherwise.
+TEST(ResidencyFlags, RowPieceSizeDefaultsTo4MiBAnd0MeansWholeMatrices) {
+  auto automatic = parse({});
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  EXPECT_EQ(automatic->row_piece_bytes, uint64_t{4} << 20);
+  auto whole = parse({"--row-piece-size", "0"});
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->row_piece_bytes, 0u);
+  auto eight = parse({"--row-piece-size", "8M"});
+  ASSERT_TRUE(eight.ok()) << eight.error().message;
+  EXPECT_EQ(eight->row_piece_bytes, uint64_t{8} << 20);
+  auto bad = parse({"--row-piece-size", "small"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--row-piece-size"), std::string::npos) << bad.error().message;
+}
+
 }  // namespace
 }  // namespace spillway::cli

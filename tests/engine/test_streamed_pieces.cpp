@@ -1,5 +1,5 @@
-// Streaming a layer in pieces (one matrix per unit, a MoE layer's routed experts as one
-// more) never changes outputs, for every mixer and FFN kind: attention with and without the
+// Streaming a layer in pieces (one matrix per unit, or row ranges of it; a MoE layer's routed
+// experts as one more) never changes outputs, for every mixer and FFN kind: attention with and without the
 // output gate, gated delta net (separate and fused beta/alpha), dense and MoE FFNs with a
 // shared expert, with and without the expert tier. Logits are compared bit for bit with the
 // engine reading the file mapping, and the forward must consume the pieces in exactly the
@@ -75,17 +75,19 @@ TEST_P(StreamedPieces, GiveTheMappingsBitsInStreamOrder) {
   for (int32_t l = 0; l < n; ++l) alternate[l] = l % 2 == 1;
   for (const int64_t cache : moe ? std::vector<int64_t>{-1, int64_t{1} << 30} : std::vector<int64_t>{-1}) {
     for (const auto& resident : {std::vector<bool>(n, false), alternate}) {
+      for (const uint64_t piece_bytes : {uint64_t{0}, uint64_t{4 << 20}, uint64_t{3000}})
       for (const int32_t depth : {1, 3}) {
         WeightResidencyOptions o;
         o.expert_cache_bytes = cache;
         o.prefetch_depth = depth;
+        o.row_piece_bytes = piece_bytes;  // 0: whole matrices; else row pieces, one held at a time
         o.min_ahead_bytes = 0;
         o.stream.chunk_bytes = 8192;  // several requests per matrix, on several threads
         auto w = WeightResidency::create(**model, resident, o);
         ASSERT_TRUE(w.ok()) << w.error().message;
         const std::string what = std::string(GetParam()) + (cache < 0 ? "" : ", expert tier") +
                                  (resident[1] ? ", odd layers resident" : ", all streamed") + ", depth " +
-                                 std::to_string(depth);
+                                 std::to_string(depth) + ", row pieces of " + std::to_string(piece_bytes) + " B";
         auto got = run_steps(**model, w->get());
         ASSERT_TRUE(got.ok()) << what << ": " << got.error().message;
         EXPECT_TRUE(same_bits(*mapped, *got)) << what;

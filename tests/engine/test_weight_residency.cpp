@@ -98,16 +98,21 @@ TEST_P(WeightResidencyTest, EveryResidencyGivesTheSameLogits) {
   for (int32_t resident : {0, 2, 5, 6}) {
     for (auto placement : {ResidencyPlacement::First, ResidencyPlacement::Last,
                            ResidencyPlacement::Interleaved}) {
+      // Row pieces: whole matrices (0), the default (each matrix one piece here), and
+      // pieces of a few 16-row tiles (several per matrix, the last one shorter).
+      for (const uint64_t piece_bytes : {uint64_t{0}, WeightResidencyOptions{}.row_piece_bytes, uint64_t{4096},
+                                         uint64_t{6600}})
       for (int32_t depth : {1, 3}) {
         WeightResidencyOptions o;
         o.prefetch_depth = depth;
+        o.row_piece_bytes = piece_bytes;
         auto w = WeightResidency::create(*model_, place_resident_layers(n, resident, placement), o);
         ASSERT_TRUE(w.ok()) << w.error().message;
         EXPECT_EQ((*w)->resident_layers(), resident);
         const auto got = run_steps(*model_, w->get());
         const std::string what = "resident " + std::to_string(resident) + " placement " +
                                  std::string(residency_placement_name(placement)) + " depth " +
-                                 std::to_string(depth);
+                                 std::to_string(depth) + " row pieces of " + std::to_string(piece_bytes) + " B";
         expect_bit_identical(plain_, got, what);
         // Each step reads every streamed layer exactly once (plus at most `depth + 1`
         // layers prefetched for a step that never came).
@@ -201,6 +206,7 @@ TEST_P(WeightResidencyTest, StagingHoldsAFewMatricesNotWholeLayers) {
   WeightResidencyOptions o;
   o.prefetch_depth = 2;
   o.min_ahead_bytes = 0;
+  o.row_piece_bytes = 0;  // whole matrices (row pieces: the next test)
   // Sized before anything streams (the plan's input), the same once streaming.
   auto resident = WeightResidency::create(*model_, std::vector<bool>(n, true), o);
   ASSERT_TRUE(resident.ok()) << resident.error().message;
@@ -228,6 +234,42 @@ TEST_P(WeightResidencyTest, StagingHoldsAFewMatricesNotWholeLayers) {
   auto ahead = WeightResidency::create(*model_, std::vector<bool>(n, false), o);
   ASSERT_TRUE(ahead.ok());
   EXPECT_EQ((*ahead)->staging_slots(), 3 + 8);
+}
+
+// Row pieces: the kinds hold one piece at a time, so staging is 1 + read-ahead slots of the
+// largest row piece (at most row_piece_bytes, whole 16-row tiles), far less than slots of the
+// largest matrix; the plan is given that size (measure), and the streamed bytes per step
+// are the layers' bytes (no row is read twice, none skipped).
+TEST_P(WeightResidencyTest, RowPiecesStageOnePieceAtATimeAndReadEveryRowOnce) {
+  const int32_t n = model_->config().n_layers;
+  WeightResidencyOptions whole;
+  whole.prefetch_depth = 2;
+  whole.min_ahead_bytes = 0;
+  whole.row_piece_bytes = 0;
+  WeightResidencyOptions pieces = whole;
+  pieces.row_piece_bytes = 6600;
+  auto w_whole = WeightResidency::create(*model_, std::vector<bool>(n, false), whole);
+  auto w = WeightResidency::create(*model_, std::vector<bool>(n, false), pieces);
+  ASSERT_TRUE(w_whole.ok() && w.ok());
+  EXPECT_EQ((*w)->staging_slots(), 1 + 2);
+  uint64_t largest_row = 0, largest_piece = 0;  // bytes
+  for (const TensorInfo& t : model_->source().tensors()) {
+    if (t.name.rfind("blk.", 0) != 0 || t.shape.size() != 2) continue;
+    const uint64_t row = static_cast<uint64_t>(kernels::row_bytes(t.type, t.shape[0]));
+    largest_row = std::max(largest_row, row);
+    largest_piece = std::max(largest_piece, std::min<uint64_t>(t.n_bytes, std::max<uint64_t>(16 * row, 6600 / row / 16 * 16 * row)));
+  }
+  constexpr uint64_t kA = DirectReader::kAlignment;
+  const uint64_t slot = static_cast<uint64_t>((*w)->staging_bytes()) / 3;
+  EXPECT_GE(slot, 16 * largest_row / 2);  // a piece holds tiles of rows, not single rows
+  EXPECT_LE(slot, (largest_piece + 2 * kA + kA - 1) / kA * kA);  // the aligned span of it
+  EXPECT_LT((*w)->staging_bytes(), (*w_whole)->staging_bytes() / 2);
+  auto sizes = WeightResidency::measure(*model_, pieces);
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ(sizes->staging_bytes, (*w)->staging_bytes());
+  EXPECT_EQ((*w)->streamed_bytes_per_step(), (*w_whole)->streamed_bytes_per_step());
+  expect_bit_identical(plain_, run_steps(*model_, w->get()), "row pieces of 6600 B, 3 slots");
+  EXPECT_EQ((*w)->streamer_stats().restarts, 0u);
 }
 
 TEST_P(WeightResidencyTest, LoadProgressCountsTheResidentBytesUpToTheTotal) {
