@@ -76,6 +76,7 @@ class EngineRunner final : public ModelRunner {
 
   Status execute(const StepBatch& batch, StepResult& result) override {
     SPILLWAY_TRY(check(batch));
+    for (const StepBatch::StateTransfer& s : batch.end_saves) state_.snapshot_into(s.state_slot, snapshots_[s.snapshot]);
     result.tokens.resize(batch.rows.size());
     if (batch.empty()) return Status::Ok();
     // Shape buckets: the step runs at its bucket's row count (padding rows, step_buckets.h).
@@ -173,7 +174,7 @@ class EngineRunner final : public ModelRunner {
         if (b < 0 || b >= kv_.n_blocks()) return Error{fmt::format("KV block {} is out of range", b)};
       }
     }
-    for (const auto* transfers : {&batch.state_restores, &batch.state_saves}) {
+    for (const auto* transfers : {&batch.state_restores, &batch.state_saves, &batch.end_saves}) {
       for (const StepBatch::StateTransfer& t : *transfers) {
         if (t.state_slot < 0 || t.state_slot >= n_state_slots() || t.snapshot < 0 ||
             t.snapshot >= n_state_snapshots()) {
@@ -182,7 +183,9 @@ class EngineRunner final : public ModelRunner {
       }
     }
     for (const StepBatch::StateTransfer& r : batch.state_restores) {
-      if (static_cast<int64_t>(snapshots_[r.snapshot].values.size()) != state_.state_floats()) {
+      const bool saved_first = std::any_of(batch.end_saves.begin(), batch.end_saves.end(),
+                                           [&](const StepBatch::StateTransfer& s) { return s.snapshot == r.snapshot; });
+      if (!saved_first && static_cast<int64_t>(snapshots_[r.snapshot].values.size()) != state_.state_floats()) {
         return Error{fmt::format("state snapshot {} was never saved", r.snapshot)};
       }
     }

@@ -25,6 +25,7 @@ uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
 }
 
 constexpr uint64_t kRootHash = 0x5350494c4c574159ULL;  // "SPILLWAY"
+constexpr uint64_t kEndSalt = 0x7461696c7461696cULL;  // "end_end_": an end block's hash is no full block's
 
 }  // namespace
 
@@ -33,7 +34,9 @@ PrefixCache::PrefixCache(KvBlockManager& blocks, int32_t block_size, bool enable
       block_size_(block_size),
       enabled_(enabled),
       block_hash_(blocks.n_blocks(), 0),
-      block_tokens_(enabled ? size_t(blocks.n_blocks()) * block_size : 0, 0) {
+      block_tokens_(enabled ? size_t(blocks.n_blocks()) * block_size : 0, 0),
+      end_parent_(enabled ? blocks.n_blocks() : 0, 0),
+      end_tokens_(enabled ? blocks.n_blocks() : 0) {
   assert(block_size > 0);
   if (enabled_) by_hash_.reserve(blocks.n_blocks());
   blocks_.set_eviction_listener(this);
@@ -86,7 +89,72 @@ void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const uint64
   blocks_.set_cached(block, true);
 }
 
+uint64_t PrefixCache::parent_hash(std::span<const uint64_t> hashes, int32_t full_blocks) const {
+  assert(full_blocks >= 0 && size_t(full_blocks) <= hashes.size());
+  return full_blocks == 0 ? kRootHash : hashes[full_blocks - 1];
+}
+
+std::optional<uint64_t> PrefixCache::insert_end_block(std::span<const int32_t> tokens,
+                                                 std::span<const uint64_t> hashes, int32_t full_blocks,
+                                                 int32_t block) {
+  if (!enabled_) return std::nullopt;
+  const size_t begin = size_t(full_blocks) * block_size_;
+  assert(begin < tokens.size() && tokens.size() < begin + block_size_);
+  assert(blocks_.ref_count(block) > 0 && !blocks_.is_cached(block));
+  const uint64_t parent = parent_hash(hashes, full_blocks);
+  const std::span<const int32_t> end = tokens.subspan(begin);
+  auto [first, last] = end_by_parent_.equal_range(parent);
+  for (auto it = first; it != last; ++it) {
+    if (std::ranges::equal(end_tokens_[it->second], end)) return std::nullopt;
+  }
+  end_by_parent_.emplace(parent, block);
+  end_parent_[block] = parent;
+  end_tokens_[block].assign(end.begin(), end.end());
+  blocks_.set_cached(block, true);
+  return chain_hash(parent ^ kEndSalt, end.data(), static_cast<int32_t>(end.size()));
+}
+
+std::optional<EndBlockMatch> PrefixCache::lookup_end_block(std::span<const int32_t> tokens,
+                                                  std::span<const uint64_t> hashes,
+                                                  int32_t full_blocks) const {
+  if (!enabled_ || size_t(full_blocks) > hashes.size()) return std::nullopt;
+  const size_t begin = size_t(full_blocks) * block_size_;
+  const uint64_t parent = parent_hash(hashes, full_blocks);
+  std::optional<EndBlockMatch> best;
+  auto [first, last] = end_by_parent_.equal_range(parent);
+  for (auto it = first; it != last; ++it) {
+    const std::vector<int32_t>& end = end_tokens_[it->second];
+    if (begin + end.size() >= tokens.size()) continue;  // leave the last token to compute
+    if (best && int32_t(end.size()) <= best->tokens) continue;
+    if (!std::equal(end.begin(), end.end(), tokens.begin() + begin)) continue;
+    best = EndBlockMatch{it->second, static_cast<int32_t>(end.size()),
+                         chain_hash(parent ^ kEndSalt, end.data(), static_cast<int32_t>(end.size()))};
+  }
+  return best;
+}
+
+void PrefixCache::take_end_block(int32_t block) {
+  assert(!end_tokens_[block].empty() && blocks_.ref_count(block) > 0);
+  forget_end_block(block);
+  blocks_.set_cached(block, false);
+}
+
+void PrefixCache::forget_end_block(int32_t block) {
+  auto [first, last] = end_by_parent_.equal_range(end_parent_[block]);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == block) {
+      end_by_parent_.erase(it);
+      break;
+    }
+  }
+  end_tokens_[block].clear();
+}
+
 void PrefixCache::on_evict(int32_t block) {
+  if (!end_tokens_[block].empty()) {
+    forget_end_block(block);
+    return;
+  }
   const auto it = by_hash_.find(block_hash_[block]);
   assert(it != by_hash_.end() && it->second == block);
   if (it != by_hash_.end() && it->second == block) by_hash_.erase(it);

@@ -71,6 +71,11 @@ struct StepBatch {
   };
   std::vector<StateTransfer> state_restores;
   std::vector<StateTransfer> state_saves;
+  // Sequences that finished in an earlier step leave their exact end for a next chat turn
+  // (PrefixCache end blocks): their states are copied from the slots they held into
+  // snapshot slots FIRST, before the restores and the forward, because those slots are free
+  // again and may belong to a sequence of this very step.
+  std::vector<StateTransfer> end_saves;
 
   bool empty() const { return forward.tokens.empty(); }
   int32_t n_tokens() const { return static_cast<int32_t>(forward.tokens.size()); }

@@ -268,10 +268,20 @@ bool Scheduler::try_admit(Sequence& seq) {
   PrefixMatch match;
   int32_t restore_from = -1;  // hybrid: the snapshot the match resumes from
   int32_t discarded = 0;
+  std::optional<EndBlockMatch> end;  // hybrid: resumes at a finished sequence's exact end
   if (prefix_cache_.enabled() && (!hybrid() || snapshots_on())) {
     prefix_cache_.extend_hashes(seq.tokens, seq.block_hashes);
     match = prefix_cache_.lookup(seq.tokens, seq.block_hashes);
-    if (hybrid()) {
+    if (hybrid() && seq.slots() == 1) {
+      end = prefix_cache_.lookup_end_block(seq.tokens, seq.block_hashes, static_cast<int32_t>(match.blocks.size()));
+      const std::optional<int32_t> snapshot = end ? snapshots_.find(end->hash) : std::nullopt;
+      if (snapshot) {
+        restore_from = *snapshot;
+      } else {
+        end.reset();
+      }
+    }
+    if (hybrid() && !end) {
       // The deepest block boundary of the match with a state snapshot.
       auto keep = static_cast<int32_t>(match.blocks.size());
       for (; keep > 0; --keep) {
@@ -285,6 +295,11 @@ bool Scheduler::try_admit(Sequence& seq) {
       match.tokens = keep * config_.block_size;
     }
   }
+  const auto full_blocks = static_cast<int32_t>(match.blocks.size());
+  if (end) {
+    match.blocks.push_back(end->block);
+    match.tokens += end->tokens;
+  }
   const int32_t n =
       chunk_for(seq, match.tokens, std::min(static_cast<int32_t>(seq.tokens.size()) - match.tokens, budget_));
   const int32_t need = blocks_for(match.tokens + n, config_.block_size) -
@@ -292,12 +307,18 @@ bool Scheduler::try_admit(Sequence& seq) {
   if (blocks_.available_after_acquiring(match.blocks) < need) return false;
 
   for (int32_t b : match.blocks) blocks_.acquire(b);
+  if (end) {
+    // Taken over: this sequence writes the rest of the block. The snapshot is used up once
+    // this step's restore has read it (saves into a reused slot come after the restores).
+    prefix_cache_.take_end_block(end->block);
+    snapshots_.forget(end->hash);
+  }
   seq.block_table = match.blocks;
   const bool allocated = blocks_.allocate(need, seq.block_table);
   assert(allocated);
   (void)allocated;
   seq.computed = match.tokens;
-  seq.registered_blocks = static_cast<int32_t>(match.blocks.size());
+  seq.registered_blocks = full_blocks;
   seq.state = Sequence::State::Running;
   if (hybrid()) {
     seq.state_slot = free_state_slots_.back();
@@ -373,6 +394,27 @@ void Scheduler::release_blocks(Sequence& seq) {
   // part other requests are most likely to share.
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) blocks_.release(*it);
   seq.block_table.clear();
+}
+
+void Scheduler::save_end_state(Sequence& seq) {
+  const int32_t bs = config_.block_size;
+  const int32_t full = seq.computed / bs;
+  // Not for n > 1 (their prompt's snapshot serves the forks), nor while a fork's restore
+  // is planned (take_slot() could evict the snapshot it reads).
+  if (!snapshots_on() || seq.state != Sequence::State::Running || seq.canvas ||
+      seq.request->params.n != 1 || seq.computed % bs == 0 ||
+      static_cast<int32_t>(seq.block_table.size()) <= full || !fork_restores_.empty() ||
+      !snapshots_.can_take()) {
+    return;
+  }
+  const std::span<const int32_t> computed(seq.tokens.data(), size_t(seq.computed));
+  prefix_cache_.extend_hashes(computed, seq.block_hashes);
+  const std::optional<uint64_t> hash =
+      prefix_cache_.insert_end_block(computed, seq.block_hashes, full, seq.block_table[full]);
+  if (!hash || snapshots_.contains(*hash)) return;  // the same end is saved already
+  const int32_t slot = snapshots_.take_slot();
+  snapshots_.insert(*hash, slot);
+  end_saves_.push_back({*hash, {seq.state_slot, slot}});
 }
 
 void Scheduler::release_state_slot(Sequence& seq) {
@@ -462,8 +504,10 @@ void Scheduler::release_tail_snapshot(Sequence& seq, bool publish) {
 }
 
 // The step failed: its saves did not happen. A sequence whose tail save was planned loses
-// its tail snapshot (the slot may hold a half-written state).
+// its tail snapshot (the slot may hold a half-written state); end saves are forgotten.
 void Scheduler::drop_pending_snapshots() {
+  for (const auto& [hash, transfer] : end_saves_) snapshots_.forget(hash);
+  end_saves_.clear();
   for (const auto& [hash, slot] : pending_snapshots_) snapshots_.give_back(slot);
   pending_snapshots_.clear();
   for (const auto& [seq, blocks] : pending_tail_saves_) release_tail_snapshot(*seq, /*publish=*/false);
@@ -509,6 +553,8 @@ void Scheduler::build_batch() {
   }
   fb.sequences.resize(n_seq);
   batch_.state_restores = restores_;
+  batch_.end_saves.clear();
+  for (const auto& [hash, transfer] : end_saves_) batch_.end_saves.push_back(transfer);
   plan_snapshot_saves();
 }
 
@@ -562,6 +608,7 @@ void Scheduler::update(StepResult& result) {
   pending_snapshots_.clear();
   for (const auto& [seq, blocks] : pending_tail_saves_) seq->tail_snapshot_blocks = blocks;
   pending_tail_saves_.clear();
+  end_saves_.clear();  // the step ran them
   for (Sequence* seq : scheduled_) {
     computed_tokens_total_ += seq->scheduled;
     if (seq->canvas) {
@@ -604,7 +651,10 @@ void Scheduler::update(StepResult& result) {
     }
   }
   // Forks took their references above, before any sequence is released.
-  for (Sequence* seq : finishing_) finish_sequence(*seq);
+  for (Sequence* seq : finishing_) {
+    save_end_state(*seq);
+    finish_sequence(*seq);
+  }
   finishing_.clear();
   scheduled_.clear();
   row_owner_.clear();

@@ -167,6 +167,10 @@ class Scheduler {
   // after tail_snapshot_blocks blocks, which the prefix cache holds) or frees the slot.
   void release_tail_snapshot(Sequence& seq, bool publish);
   void release_state_slot(Sequence& seq);
+  // A sequence finishing normally leaves its exact end for a next turn: its partial last
+  // block as a prefix-cache end block, its state as a snapshot saved by the next step
+  // (StepBatch::end_saves).
+  void save_end_state(Sequence& seq);
 
   // Constants from construction: validate() reads only these (it runs on HTTP threads).
   const SchedulerConfig config_;
@@ -185,6 +189,9 @@ class Scheduler {
   std::vector<StepBatch::StateTransfer> fork_restores_;             // for the next step (n > 1 forks)
   std::vector<std::pair<uint64_t, int32_t>> pending_snapshots_;     // saved by the step: hash, slot
   std::vector<std::pair<Sequence*, int32_t>> pending_tail_saves_;   // saved by the step: seq, blocks
+  // End saves (save_end_state) not run yet: the snapshot's hash and the copy. Indexed
+  // already; every step with tokens runs them first; a failed step forgets them.
+  std::vector<std::pair<uint64_t, StepBatch::StateTransfer>> end_saves_;
   int32_t tail_holders_ = 0;  // running sequences holding a tail snapshot (at most half the slots)
 
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;

@@ -40,4 +40,12 @@ void StateSnapshotIndex::insert(uint64_t hash, int32_t slot) {
 
 void StateSnapshotIndex::give_back(int32_t slot) { free_.push_back(slot); }
 
+void StateSnapshotIndex::forget(uint64_t hash) {
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return;
+  free_.push_back(it->second->slot);
+  lru_.erase(it->second);
+  by_hash_.erase(it);
+}
+
 }  // namespace spillway::scheduler

@@ -11,7 +11,9 @@
 // Slots are in one of three states: free, indexed (in the LRU, findable), or held by the
 // scheduler outside the index (a save in flight, or a running sequence's tail snapshot,
 // which it re-saves at every block boundary past its prompt and publishes with insert()
-// when it finishes or is preempted).
+// when it finishes or is preempted). A finished sequence's exact end (PrefixCache end
+// blocks) is indexed under its end block's hash as soon as it finishes, its save being the
+// first thing the next step does (StepBatch::end_saves).
 //
 // Thread contract: engine thread only (inside the Scheduler).
 #pragma once
@@ -46,6 +48,9 @@ class StateSnapshotIndex {
   int32_t n_snapshots() const { return n_snapshots_; }
   // A slot taken but not saved (its step failed): back to the free list.
   void give_back(int32_t slot);
+  // The snapshot of this hash is no longer wanted (used up, or its save failed): its slot
+  // goes back to the free list. No-op when not indexed.
+  void forget(uint64_t hash);
 
  private:
   struct Entry {

@@ -157,9 +157,9 @@ TEST_F(RealHybridModel, FewerStateSlotsAndKvPressureKeepTheTokens) {
   EXPECT_GT(snap.preemptions_total, 0);
 }
 
-// A second chat turn (the first turn's prompt + its answer + new tokens) resumes from the
-// tail snapshot at the last full block of what turn 1 computed (its prompt and answer but
-// the last answer token), with the tokens of an uncached run.
+// A second chat turn (the first turn's prompt + its answer + new tokens) resumes at the exact
+// end of what turn 1 computed (its prompt and answer but the last answer token: the end
+// block's KV and the state saved when turn 1 finished), with the tokens of an uncached run.
 TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   SchedulerConfig config;
   config.max_batch_tokens = 64;
@@ -175,9 +175,9 @@ TEST_F(RealHybridModel, SecondTurnResumesFromAStateSnapshot) {
   EngineSnapshot snap;
   const auto both = run(config, {first, greedy(prompt2, 16)}, /*one_at_a_time=*/true, &snap);
   ASSERT_EQ(both.size(), 2u);
-  // Turn 1 computed 182 + 15 tokens: turn 2 resumes after its 12 full blocks (192 tokens), not
-  // after the prompt's 11 (176): it recomputes fewer than a block + what turn 1 never computed.
-  EXPECT_EQ(snap.prefix_hit_tokens_total, 192);
+  // Turn 1 computed 182 + 15 = 197 tokens (12 full blocks and 5 in its end block): turn 2
+  // computes only what turn 1 never computed.
+  EXPECT_EQ(snap.prefix_hit_tokens_total, 197);
   // The runner's snapshot traffic (metrics): one restore; snapshots of whole states.
   const int64_t state_bytes = engine::RecurrentState::state_bytes(model_->config());
   EXPECT_EQ(snap.state_snapshot_stats.restores_total, 1);

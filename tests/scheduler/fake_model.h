@@ -150,6 +150,15 @@ class FakeRunner final : public ModelRunner {
     seen.n_rows = static_cast<int32_t>(fb.logit_rows.size());
     plans_.record(seen.n_tokens);
     std::vector<int32_t> token_sequence(fb.tokens.size(), -1);
+    if (slot_tokens_.size() < size_t(n_state_slots)) slot_tokens_.resize(n_state_slots);
+    for (const StepBatch::StateTransfer& s : batch.end_saves) {  // before the restores
+      if (s.state_slot < 0 || s.state_slot >= n_state_slots) {
+        ++state_errors;
+        continue;
+      }
+      snapshots_[s.snapshot] = slot_tokens_[s.state_slot];
+      ++end_saves;
+    }
     for (const StepBatch::StateTransfer& r : batch.state_restores) {
       if (slot_tokens_.size() < size_t(n_state_slots)) slot_tokens_.resize(n_state_slots);
       auto it = snapshots_.find(r.snapshot);
@@ -250,7 +259,7 @@ class FakeRunner final : public ModelRunner {
   }
   std::vector<std::vector<int32_t>> slot_tokens_;
   std::map<int32_t, std::vector<int32_t>> snapshots_;  // snapshot slot -> the tokens of its state
-  int32_t restores = 0, saves = 0;
+  int32_t restores = 0, saves = 0, end_saves = 0;
   // How many times the token at each position was computed (over all sequences).
   const std::map<int64_t, int32_t>& computed_at() const { return computed_at_; }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "scheduler/kv_block_manager.h"
@@ -124,6 +125,61 @@ TEST(PrefixCache, EvictionForgetsTheBlock) {
   EXPECT_EQ(fresh[0], table[1]);
   EXPECT_EQ(cache.lookup(tokens, hashes).tokens, 2);
   EXPECT_EQ(cache.size(), 1);
+}
+
+// End blocks: found under the prefix they end, longest first, only when the prompt goes on
+// past them; taken over once; forgotten when the block manager evicts them.
+TEST(PrefixCache, EndBlocksMatchTheirPrefixOnceAndAreForgottenOnEviction) {
+  KvBlockManager m(6);
+  PrefixCache cache(m, 4, true);
+  std::vector<int32_t> turn1(10);  // 2 full blocks + an end block of 2
+  std::iota(turn1.begin(), turn1.end(), 100);
+  std::vector<uint64_t> hashes;
+  cache.extend_hashes(turn1, hashes);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(m.allocate(3, table));
+  for (int i = 0; i < 2; ++i) cache.insert(turn1, hashes, i, table[i]);
+  const std::optional<uint64_t> end_hash = cache.insert_end_block(turn1, hashes, 2, table[2]);
+  ASSERT_TRUE(end_hash.has_value());
+  EXPECT_FALSE(cache.insert_end_block(turn1, hashes, 2, table[2]).has_value());  // registered already
+  EXPECT_EQ(cache.end_blocks(), 1);
+  for (int i = 2; i >= 0; --i) m.release(table[i]);
+  EXPECT_EQ(m.cached_blocks(), 3);
+
+  std::vector<int32_t> turn2 = turn1;
+  turn2.push_back(7);
+  std::vector<uint64_t> h2;
+  cache.extend_hashes(turn2, h2);
+  EXPECT_FALSE(cache.lookup_end_block(turn2, h2, 1).has_value());  // not the prefix it ends
+  EXPECT_FALSE(cache.lookup_end_block(turn1, hashes, 2).has_value());  // nothing left to compute
+  std::vector<int32_t> other = turn2;
+  other[9] = 5;  // the end block's second token differs
+  std::vector<uint64_t> h3;
+  cache.extend_hashes(other, h3);
+  EXPECT_FALSE(cache.lookup_end_block(other, h3, 2).has_value());
+  const std::optional<EndBlockMatch> hit = cache.lookup_end_block(turn2, h2, 2);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->block, table[2]);
+  EXPECT_EQ(hit->tokens, 2);
+  EXPECT_EQ(hit->hash, *end_hash);
+
+  m.acquire(hit->block);
+  cache.take_end_block(hit->block);
+  EXPECT_FALSE(cache.lookup_end_block(turn2, h2, 2).has_value());
+  EXPECT_FALSE(m.is_cached(hit->block));
+  m.release(hit->block);
+  EXPECT_EQ(m.cached_blocks(), 2);
+
+  // Registered again, then evicted: forgotten.
+  std::vector<int32_t> again;
+  ASSERT_TRUE(m.allocate(1, again));
+  ASSERT_TRUE(cache.insert_end_block(turn1, hashes, 2, again[0]).has_value());
+  m.release(again[0]);
+  std::vector<int32_t> fill;
+  ASSERT_TRUE(m.allocate(6, fill));  // every block, the cached ones evicted
+  EXPECT_EQ(cache.end_blocks(), 0);
+  EXPECT_EQ(cache.size(), 0);
+  EXPECT_FALSE(cache.lookup_end_block(turn2, h2, 2).has_value());
 }
 
 TEST(PrefixCache, DuplicateContentStaysPrivateAndDisabledCacheMisses) {

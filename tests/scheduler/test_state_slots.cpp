@@ -102,11 +102,16 @@ SchedulerConfig snapshot_config(int32_t snapshots, int32_t interval_blocks) {
   return c;
 }
 
-// Turn 2 = turn 1's prompt + its whole answer + new tokens: it resumes at the tail snapshot
-// turn 1 published at the last full block of everything it computed (prompt + answer but
-// the last sampled token), so it recomputes fewer than one block + the tokens turn 1 never
-// computed (not the answer).
-TEST(StateSnapshots, ASecondTurnResumesAtTheLastFullBlockOfTheFirstTurnsAnswer) {
+std::vector<int32_t> with_words(std::vector<int32_t> tokens, const std::string& words) {
+  for (char ch : words) tokens.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
+  return tokens;
+}
+
+// Turn 2 = turn 1's prompt + its whole answer + new tokens: it resumes at turn 1's exact end
+// (the end block holding the 3 tokens after its last full block, and the state saved when it
+// finished), so it computes only what turn 1 never computed: the last sampled token and the
+// new words.
+TEST(StateSnapshots, ASecondTurnResumesAtTheExactEndOfTheFirstTurn) {
   Harness h(snapshot_config(8, 16));
   hybrid(h);
   const std::vector<int32_t> first = random_prompt(42, 9);  // 10 full blocks of 4
@@ -117,18 +122,65 @@ TEST(StateSnapshots, ASecondTurnResumesAtTheLastFullBlockOfTheFirstTurnsAnswer) 
   const auto& answer = h.results[a].choices[0].tokens;
   ASSERT_EQ(answer.size(), 30u);
   second.insert(second.end(), answer.begin(), answer.end());
-  for (char ch : std::string("next turn")) second.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
+  second = with_words(second, "next turn");
   const int64_t computed_before = h.scheduler.counters().computed_tokens_total;
   const RequestId b = h.add(greedy(second, 6));
   h.run_all();
   h.expect_matches_reference(b);
-  // Turn 1 computed 42 + 29 = 71 tokens: 17 full blocks.
-  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 68);
+  // Turn 1 computed 42 + 29 = 71 tokens: 17 full blocks and 3 in its end block.
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 71);
   const int64_t recomputed = h.scheduler.counters().computed_tokens_total - computed_before - (6 - 1);
-  const int64_t never_computed = static_cast<int64_t>(second.size()) - 71;  // the last answer token + "next turn"
-  EXPECT_EQ(recomputed, static_cast<int64_t>(second.size()) - 68);
-  EXPECT_LT(recomputed, h.config.block_size + never_computed);
+  EXPECT_EQ(recomputed, static_cast<int64_t>(second.size()) - 71);  // the last answer token + "next turn"
+  EXPECT_EQ(h.runner.end_saves, 1);  // turn 1's (turn 2's waits for a next step)
   EXPECT_GE(h.runner.restores, 1);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+  EXPECT_EQ(h.scheduler.counters().prefix_discarded_tokens_total, 0);
+}
+
+// An end block serves one next turn (the taker writes into it): a second continuation of
+// the same turn 1 resumes at the tail snapshot of turn 1's last full block instead.
+TEST(StateSnapshots, AnEndBlockServesOneNextTurnAndTheNextResumesAtTheLastFullBlock) {
+  Harness h(snapshot_config(8, 16));
+  hybrid(h);
+  const std::vector<int32_t> first = random_prompt(42, 9);
+  const RequestId a = h.add(greedy(first, 30));
+  h.run_all();
+  std::vector<int32_t> turn1 = first;
+  const auto& answer = h.results[a].choices[0].tokens;
+  turn1.insert(turn1.end(), answer.begin(), answer.end());
+  const RequestId b = h.add(greedy(with_words(turn1, "next turn"), 6));
+  h.run_all();
+  const RequestId c = h.add(greedy(with_words(turn1, "other words"), 6));
+  h.run_all();
+  h.expect_matches_reference(b);
+  h.expect_matches_reference(c);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 71);
+  EXPECT_EQ(h.results[c].last.cached_prompt_tokens, 68);
+  EXPECT_EQ(h.runner.state_errors, 0);
+  EXPECT_EQ(h.runner.corrupt_reads, 0);
+}
+
+// The step that would save turn 1's end fails: the end is forgotten (not restored from a
+// slot never written), and turn 2 resumes at the last full block.
+TEST(StateSnapshots, AFailedStepForgetsTheEndItWasToSave) {
+  Harness h(snapshot_config(8, 16));
+  hybrid(h);
+  const std::vector<int32_t> first = random_prompt(42, 9);
+  const RequestId a = h.add(greedy(first, 30));
+  h.run_all();
+  h.runner.fail_next_step();
+  const RequestId failed = h.add(greedy(random_prompt(5, 11), 3));
+  h.run_all();
+  EXPECT_EQ(h.results[failed].choices[0].finish, FinishReason::Error);
+  std::vector<int32_t> second = first;
+  const auto& answer = h.results[a].choices[0].tokens;
+  second.insert(second.end(), answer.begin(), answer.end());
+  const RequestId b = h.add(greedy(with_words(second, "next turn"), 6));
+  h.run_all();
+  h.expect_matches_reference(b);
+  EXPECT_EQ(h.results[b].last.cached_prompt_tokens, 68);
+  EXPECT_EQ(h.runner.end_saves, 0);  // turn 1's was never run (turn 2's waits for a next step)
   EXPECT_EQ(h.runner.state_errors, 0);
   EXPECT_EQ(h.runner.corrupt_reads, 0);
 }
@@ -141,9 +193,7 @@ TEST(StateSnapshots, ASecondTurnThatDropsTheAnswerResumesAtThePromptsLastFullBlo
   const std::vector<int32_t> first = random_prompt(42, 9);
   const RequestId a = h.add(greedy(first, 30));
   h.run_all();
-  std::vector<int32_t> second = first;
-  for (char ch : std::string("another answer")) second.push_back(ch == ' ' ? FakeTokenizer::kSpace : FakeTokenizer::letter(ch));
-  const RequestId b = h.add(greedy(second, 6));
+  const RequestId b = h.add(greedy(with_words(first, "another answer"), 6));
   h.run_all();
   h.expect_matches_reference(a);
   h.expect_matches_reference(b);
