@@ -157,8 +157,7 @@ int32_t exact_draw(SamplingRow& row, double c) {
   return token < 0 ? worst_id(row) : token;  // rounding left r past the last id
 }
 
-// top_p < 1 and / or min_p > 0 (no top-k): the old sampler's cut-offs, as the dense path
-// defined them (sampler_stages.h): an id is kept iff it ranks at or before the top-p bound
+// top_p < 1 and / or min_p > 0 (no top-k): the old sampler's cut-offs: an id is kept iff it ranks at or before the top-p bound
 // (the first rank whose cumulative mass reaches top_p; none when rounding leaves every rank
 // short) and (p >= p(best) * min_p or it is the best). The kept ids' probabilities (the
 // others zeroed) then go through the same banded draw with r = c * their total; a token

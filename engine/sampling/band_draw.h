@@ -52,8 +52,8 @@ enum class BandDrawPath {
 // Draws the token of `row` at row.inv_temperature over every finite id kept by row.top_p and
 // row.min_p (no candidate set). Consumes one uniform number from row.rng unless no id is finite (then
 // returns 0 without drawing, as DrawStage always did). Uses the scratch's packed_* and
-// candidates buffers (the exact procedure also probs); leaves no dense state (have_dense
-// stays false, scratch->probs is not the row's probabilities).
+// candidates buffers (the exact procedure also probs; scratch->probs is not the row's
+// probabilities afterwards).
 int32_t band_draw(SamplingRow& row, BandDrawPath path = BandDrawPath::kAuto);
 
 // How many band_draw calls in this thread took the exact procedure because the fast path's

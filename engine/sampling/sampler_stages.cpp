@@ -20,9 +20,9 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Below this many candidates weighted_select sorts and walks instead of partitioning.
 constexpr size_t kSmallSelect = 48;
-// Histogram buckets of the dense representation (see sampler_stages.h): about 32 ids per
-// bucket, at most kMaxBuckets (a few dozen ids per bucket at 152k; the crossing bucket is
-// usually far sparser, in the distribution's upper tail).
+// Histogram buckets of top-k's count pass: about 32 ids per bucket, at most kMaxBuckets (a
+// few dozen ids per bucket at 152k; the bucket where the count reaches k is usually far
+// sparser, in the distribution's upper tail).
 constexpr int kMaxBuckets = 4096;
 int bucket_count(int32_t n_vocab) { return std::clamp(n_vocab / 32, 16, kMaxBuckets); }
 }  // namespace
@@ -37,54 +37,13 @@ void SamplingRow::ensure_range() {
   best_id = static_cast<int32_t>(r.argmax);  // the lowest id holding the maximum; 0 if none
 }
 
-void SamplingRow::ensure_dense() {
-  ensure_range();
-  if (have_dense) return;
-  have_dense = true;
-  if (n_finite == 0) return;
-  SamplerScratch& s = *scratch;
-  // (Checked apart: the candidate path below grows probs alone.)
-  if (s.probs.size() < static_cast<size_t>(n_vocab)) s.probs.resize(n_vocab);
-  if (s.bucket.size() < static_cast<size_t>(n_vocab)) s.bucket.resize(n_vocab);
-  float* p = s.probs.data();
-  uint16_t* b = s.bucket.data();
-  const int32_t n = n_vocab;
-  // As the old sampler: exp in float of (logit - max) * 1/T, summed in double, each
-  // probability the float of its share. -inf gives exp 0 (adds nothing). The exp is the
-  // kernels' exp_poly (vectorized, the same bits on every ISA; within 2 ulp of std::exp),
-  // the sum in exp_scaled_sum's fixed 16-lane order (the old sorted order differs anyway).
-  // The share is e * (1 / sum) in double (a vectorized product, not a division per id;
-  // the reference sampler of the tests normalizes the same way).
-  const float mx = max_logit;
-  const float inv_t = inv_temperature;
-  const double inv_sum = 1.0 / kernels::exp_scaled_sum(logits, mx, inv_t, p, n);
-  for (int32_t k = 0; k < n; ++k) p[k] = static_cast<float>(p[k] * inv_sum);
-  // Buckets span the logits whose probability can be nonzero: exp underflows to 0 below
-  // -104, so (max - logit) * 1/T beyond that all share the last bucket with zero mass.
-  const int nb = bucket_count(n);
-  const float span = std::min(mx - min_logit, 104.0f / inv_t);
-  bucket_scale = span > 0.0f ? static_cast<float>(nb - 1) / span : 0.0f;
-  const float scale = bucket_scale;
-  const float kLast = static_cast<float>(nb - 1);
-  for (int32_t k = 0; k < n; ++k) {
-    const float d = (mx - logits[k]) * scale;  // inf (or NaN at scale 0) for -inf logits
-    b[k] = static_cast<uint16_t>(d < kLast ? d : kLast);
-  }
-  s.mass.assign(nb, 0.0);
-  double* mass = s.mass.data();
-  for (int32_t k = 0; k < n; ++k) mass[b[k]] += p[k];
-  double total = 0.0;
-  for (int k = 0; k < nb; ++k) total += mass[k];
-  total_mass = total;
-}
-
 void SamplingRow::ensure_candidate_probs() {
   if (have_probs) return;
   have_probs = true;
   if (n_cand == 0) return;
   // The candidates are in rank order: cand[0] holds the largest logit. Their logits are
-  // gathered into a row for exp_scaled_sum (the dense path's exp and sum order), in
-  // scratch->probs: the dense per-id probabilities are never used once there are candidates.
+  // gathered into a row for exp_scaled_sum (band_draw's exp and sum order), in
+  // scratch->probs (band_draw's scratch, unused once there are candidates).
   std::vector<float>& e = scratch->probs;
   if (e.size() < n_cand) e.resize(n_cand);
   for (size_t i = 0; i < n_cand; ++i) e[i] = cand[i].logit;
@@ -92,59 +51,6 @@ void SamplingRow::ensure_candidate_probs() {
       1.0 / kernels::exp_scaled_sum(e.data(), cand[0].logit, inv_temperature, e.data(), static_cast<int64_t>(n_cand));
   for (size_t i = 0; i < n_cand; ++i) cand[i].p = static_cast<float>(e[i] * inv_sum);
 }
-
-namespace {
-
-// Dense: the first rank (among kept ids) whose cumulative mass reaches target, given the
-// per-bucket masses of the kept ids. Gathers the crossing bucket's kept ids into the
-// scratch candidates and orders only those. Returns false when no bucket reaches target.
-bool dense_select(SamplingRow& row, const double* mass, double target, Candidate& out) {
-  const int nb = bucket_count(row.n_vocab);
-  double acc = 0.0;
-  int b = 0;
-  for (; b < nb; ++b) {
-    if (mass[b] > 0.0 && acc + mass[b] >= target) break;
-    acc += mass[b];
-  }
-  if (b == nb) return false;
-  SamplerScratch& s = *row.scratch;
-  if (s.candidates.size() < static_cast<size_t>(row.n_vocab)) s.candidates.resize(row.n_vocab);
-  Candidate* g = s.candidates.data();
-  size_t n = 0;
-  const uint16_t* bucket = s.bucket.data();
-  const float* p = s.probs.data();
-  const uint16_t want = static_cast<uint16_t>(b);
-  auto take = [&](int32_t i) {
-    if (bucket[i] != want || row.logits[i] == kNegInf || !row.kept(i)) return;
-    g[n++] = {row.logits[i], i, p[i]};
-  };
-  // Blocks of 64 ids without the bucket are skipped by a vectorizable test.
-  int32_t i = 0;
-  for (; i + 64 <= row.n_vocab; i += 64) {
-    int hit = 0;
-    for (int j = 0; j < 64; ++j) hit |= bucket[i + j] == want;
-    if (!hit) continue;
-    for (int j = 0; j < 64; ++j) take(i + j);
-  }
-  for (; i < row.n_vocab; ++i) take(i);
-  const size_t m = weighted_select(g, n, target - acc);
-  out = g[m - 1];
-  return true;
-}
-
-// Dense: the worst-ranked kept id (the old sampler's fallback when rounding left the draw
-// past the last candidate).
-int32_t dense_worst(const SamplingRow& row) {
-  Candidate worst{0.0f, -1, 0.0f};
-  for (int32_t i = 0; i < row.n_vocab; ++i) {
-    if (row.logits[i] == kNegInf || !row.kept(i)) continue;
-    const Candidate c{row.logits[i], i, 0.0f};
-    if (worst.id < 0 || ranks_before(worst, c)) worst = c;
-  }
-  return worst.id < 0 ? 0 : worst.id;
-}
-
-}  // namespace
 
 size_t weighted_select(Candidate* cand, size_t n, double target) {
   if (n == 0) return 0;
@@ -265,7 +171,7 @@ void TemperatureStage::apply(SamplingRow& row) { row.inv_temperature = inv_t_; }
 void TopKStage::apply(SamplingRow& row) {
   row.ensure_range();
   const size_t k = static_cast<size_t>(k_);
-  if (k >= static_cast<size_t>(row.n_finite)) return;  // keeps every finite id: stay dense
+  if (k >= static_cast<size_t>(row.n_finite)) return;  // keeps every finite id: the whole row
   // Count ids per bucket of (max - logit) over the finite range; the k best lie in the
   // buckets up to the one where the count reaches k. Gather those, select, sort the k.
   SamplerScratch& s = *row.scratch;
@@ -312,7 +218,7 @@ void TopPStage::apply(SamplingRow& row) {
     row.n_cand = std::max<size_t>(n, 1);
     return;
   }
-  // The whole row: the draw applies the cut (band_draw.h), no dense state.
+  // The whole row: the draw applies the cut (band_draw.h).
   row.top_p = top_p_;
 }
 
@@ -352,38 +258,9 @@ void DrawStage::apply(SamplingRow& row) {
     row.token = row.cand[row.n_cand - 1].id;
     return;
   }
-  if (!row.have_dense && !row.has_bound && row.p_floor <= 0.0f) {
-    // No candidate set: a few vectorized passes (band_draw.h), no dense state; top-p / min-p
-    // cut-offs recorded on the row are applied there.
-    row.token = band_draw(row);
-    return;
-  }
-  row.ensure_dense();
-  if (row.n_finite == 0) {
-    row.token = 0;
-    return;
-  }
-  SamplerScratch& s = *row.scratch;
-  const double* mass = s.mass.data();
-  double total = row.total_mass;
-  if (row.has_bound || row.p_floor > 0.0f) {
-    // The kept ids' masses (a cut-off applies): one more pass.
-    std::vector<double>& kept_mass = s.kept_mass;
-    kept_mass.assign(bucket_count(row.n_vocab), 0.0);
-    total = 0.0;
-    const float* p = s.probs.data();
-    const uint16_t* bucket = s.bucket.data();
-    for (int32_t i = 0; i < row.n_vocab; ++i) {
-      if (row.logits[i] == kNegInf || !row.kept(i)) continue;
-      kept_mass[bucket[i]] += p[i];
-      total += p[i];
-    }
-    mass = kept_mass.data();
-  }
-  std::uniform_real_distribution<double> uniform(0.0, total);
-  const double r = uniform(*row.rng);
-  Candidate chosen;
-  row.token = dense_select(row, mass, r, chosen) ? chosen.id : dense_worst(row);
+  // No candidate set: a few vectorized passes (band_draw.h); the top-p / min-p cut-offs
+  // recorded on the row are applied there.
+  row.token = band_draw(row);
 }
 
 }  // namespace spillway::engine

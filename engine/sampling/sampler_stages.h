@@ -9,17 +9,10 @@
 //   candidate stages (on SamplingRow's candidate set, never sorting the vocabulary):
 //     Temperature -> TopK -> TopP -> MinP -> Draw        or      Greedy
 //
-// Two representations of what is still allowed, never a sorted vocabulary:
-// - dense (the default): per-id probabilities and histogram buckets in the scratch, plus
-//   the cut-offs earlier stages set (a rank bound from top-p, a probability floor from
-//   min-p). A bucket is floor((max_logit - logit) * scale): monotone in the rank order
-//   (logit descending, then id ascending), so the mass of every bucket above the one a
-//   target falls in is known from one histogram pass, and only that one bucket's ids are
-//   gathered and ordered (weighted_select, which sorts only small sets). No stage builds
-//   it any more (ensure_dense and DrawStage's dense branch are unreached, left for
-//   removal): top-p / min-p on the whole row record their cut-off on the row (top_p,
-//   min_p) and DrawStage hands the row to band_draw (band_draw.h), vectorized passes
-//   through nested logit bands, the same rank-ordered cut-offs and draw.
+// What is still allowed is never a sorted vocabulary:
+// - the whole row (no top-k): top-p / min-p record their cut-offs on the row (top_p,
+//   min_p) and DrawStage hands the row to band_draw (band_draw.h): vectorized passes
+//   through nested logit bands, the same rank-ordered cut-offs and draw as the old sampler;
 // - candidates: after top-k, the k best (found by a count histogram, nth_element on the
 //   few ids it leaves, then a sort of the k) in rank order; top-p / min-p / the draw then
 //   walk them exactly as the old sampler did.
@@ -64,11 +57,8 @@ inline bool ranks_before(const Candidate& a, const Candidate& b) {
 // runner), never per token. Grows to the vocabulary once.
 struct SamplerScratch {
   std::vector<float> logits;          // the row copied from the forward's output
-  std::vector<Candidate> candidates;  // the candidate set (after top-k) or one gathered bucket
-  std::vector<float> probs;           // dense: probability per id
-  std::vector<uint16_t> bucket;       // dense: histogram bucket per id
-  std::vector<double> mass;           // per bucket: probability mass of every finite id
-  std::vector<double> kept_mass;      // per bucket: mass of the ids the cut-offs keep
+  std::vector<Candidate> candidates;  // the candidate set (after top-k); band_draw's packed set
+  std::vector<float> probs;           // band_draw: probability per id; the candidates' exps
   std::vector<int32_t> count;         // per bucket: ids (top-k)
   std::vector<float> raw_logits;      // logits before any stage, kept for logprobs
   std::vector<int32_t> ids;           // top-logprob selection
@@ -101,17 +91,6 @@ struct SamplingRow {
   int32_t best_id = 0;    // the best-ranked id
   int32_t n_finite = 0;   // ids whose logit is not -inf
 
-  // Dense state (ensure_dense): scratch->probs / bucket per id; the mass per bucket and
-  // the total over every finite id, before any cut-off.
-  bool have_dense = false;
-  float bucket_scale = 0.0f;
-  double total_mass = 0.0;
-  // Cut-offs on the dense set: kept iff (no bound or id ranks at or before `bound`) and
-  // (p >= p_floor or id == best_id).
-  bool has_bound = false;
-  Candidate bound{};
-  float p_floor = 0.0f;
-
   // Candidate state (after top-k): cand[0, n_cand) in rank order.
   bool have_candidates = false;
   Candidate* cand = nullptr;  // = scratch->candidates.data()
@@ -121,15 +100,8 @@ struct SamplingRow {
   int32_t token = -1;  // the result, set by Greedy or Draw
 
   void ensure_range();
-  // Dense softmax of logit * inv_temperature over the finite ids, buckets and masses.
-  void ensure_dense();
   // Softmax over the candidates (after top-k), into Candidate::p.
   void ensure_candidate_probs();
-  // Dense: whether id (finite) survives the cut-offs.
-  bool kept(int32_t id) const {
-    if (has_bound && ranks_before(bound, Candidate{logits[id], id, 0.0f})) return false;
-    return p_floor <= 0.0f || id == best_id || scratch->probs[id] >= p_floor;
-  }
 };
 
 // The structured-output hook: which tokens may come next for one sequence. Implemented by
