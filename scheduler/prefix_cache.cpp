@@ -25,7 +25,7 @@ uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
 }
 
 constexpr uint64_t kRootHash = 0x5350494c4c574159ULL;  // "SPILLWAY"
-constexpr uint64_t kEndSalt = 0x7461696c7461696cULL;  // "end_end_": an end block's hash is no full block's
+constexpr uint64_t kEndSalt = 0x7461696c7461696cULL;  // "tailtail": an end block's hash is no full block's
 
 }  // namespace
 
@@ -95,8 +95,8 @@ uint64_t PrefixCache::parent_hash(std::span<const uint64_t> hashes, int32_t full
 }
 
 std::optional<uint64_t> PrefixCache::insert_end_block(std::span<const int32_t> tokens,
-                                                 std::span<const uint64_t> hashes, int32_t full_blocks,
-                                                 int32_t block) {
+                                                      std::span<const uint64_t> hashes, int32_t full_blocks,
+                                                      int32_t block) {
   if (!enabled_) return std::nullopt;
   const size_t begin = size_t(full_blocks) * block_size_;
   assert(begin < tokens.size() && tokens.size() < begin + block_size_);
@@ -115,8 +115,8 @@ std::optional<uint64_t> PrefixCache::insert_end_block(std::span<const int32_t> t
 }
 
 std::optional<EndBlockMatch> PrefixCache::lookup_end_block(std::span<const int32_t> tokens,
-                                                  std::span<const uint64_t> hashes,
-                                                  int32_t full_blocks) const {
+                                                           std::span<const uint64_t> hashes,
+                                                           int32_t full_blocks) const {
   if (!enabled_ || size_t(full_blocks) > hashes.size()) return std::nullopt;
   const size_t begin = size_t(full_blocks) * block_size_;
   const uint64_t parent = parent_hash(hashes, full_blocks);

@@ -76,11 +76,11 @@ class PrefixCache final : public EvictionListener {
   // prefix up to its last token, or nullopt (nothing registered) when disabled or when the
   // same end block is registered already.
   std::optional<uint64_t> insert_end_block(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
-                                      int32_t full_blocks, int32_t block);
+                                           int32_t full_blocks, int32_t block);
   // The longest registered end block of tokens' first full_blocks blocks whose tokens
   // `tokens` repeats, leaving at least the last token uncached; nullopt when none.
   std::optional<EndBlockMatch> lookup_end_block(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
-                                       int32_t full_blocks) const;
+                                                int32_t full_blocks) const;
   // The end block leaves the cache (the caller acquired it and writes it further).
   void take_end_block(int32_t block);
 
