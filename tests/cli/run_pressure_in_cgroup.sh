@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Real pressure still sheds (issue #21): while `spillway bench --memory-budget auto` decodes
 # a model ~2x its cgroup's limit, another process in the same cgroup allocates (and touches)
-# memory until only ~10 MiB is left above what the kernel cannot reclaim, taking what every
-# shed frees. The controller must shed resident layers (reason "below half the floor") and
-# the run must finish without an OOM kill. Skipped (exit 77) where memory cgroups (v1) are
-# not writable.
+# memory until only ~10 MiB is left above what the kernel cannot reclaim, then takes the room
+# the first shed frees as well. The controller must shed resident layers and the run must
+# finish without an OOM kill. Skipped (exit 77) where memory cgroups (v1) are not writable.
 # Usage: run_pressure_in_cgroup.sh SPILLWAY_BINARY WORK_DIR
 set -euo pipefail
 spillway=$1
@@ -24,9 +23,11 @@ cgroup=$(cgroup_create pressure "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
 
-# 48 tokens: the other process needs ~1.5 s to take the room and the controller checks once
-# a second; with 24, a plan with more resident layers (row pieces) could finish first.
-cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 48 --batch 1 \
+# 160 tokens: the other process needs ~1.5 s to take the room, the controller checks once a
+# second and sheds after 2 checks just below the floor, so the first shed came 4.5-8.5 s into
+# the run; 48 tokens at the disk-bound ~5.5 steps/s of O_DIRECT reads take ~9 s, and that race
+# was lost once in CI. 160 take ~30 s on any CPU (the 383 MiB streamed per step bound them).
+cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 160 --batch 1 \
   --repeat 1 --threads 2 --memory-budget auto --no-probe --json >"$out" 2>"$err" &
 bench=$!
 cgroup_cleanup_pid "$bench"
@@ -39,22 +40,37 @@ grep -E '^(memory:|residency budget|layers:)' "$err" || true
 grep -q '^measuring' "$err" || { echo "FAIL: bench did not start measuring"; tail -5 "$err"; exit 1; }
 
 # The other process: grows in 4 MiB steps (every 50 ms) while more than ~10 MiB would be
-# left above the cgroup's unreclaimable memory, until the stop file appears.
+# left above the cgroup's unreclaimable memory; once the room has run out, it goes on taking
+# room until the rest of the cgroup (spillway) has shrunk by 20 MiB (a shed: a layer is 22.5
+# MiB) and then holds what it has until the stop file appears. Taking every dip for ever
+# would not test shedding: once no layer is left to shed, any memory spillway frees for a
+# moment would be taken for good, ratcheting the cgroup into an OOM kill that no server could
+# avoid (seen in a 160-token run).
 cgroup_run "$cgroup" python3 - "$cgroup" "$stop" <<'PY' &
 import os, sys, time
 cg, stop = sys.argv[1], sys.argv[2]
-def stat():
+def room_and_used():
     s = dict(l.split() for l in open(os.path.join(cg, "memory.stat")))
     kmem = int(open(os.path.join(cg, "memory.kmem.usage_in_bytes")).read()) if os.path.exists(
         os.path.join(cg, "memory.kmem.usage_in_bytes")) else 0
     used = int(s.get("total_rss", 0)) + int(s.get("total_shmem", 0)) + int(s.get("total_unevictable", 0)) + kmem
-    return int(open(os.path.join(cg, "memory.limit_in_bytes")).read()) - used
-held, step = [], 4 << 20
+    return int(open(os.path.join(cg, "memory.limit_in_bytes")).read()) - used, used
+held, step, margin = [], 4 << 20, 10 << 20
+others_when_full = None  # the cgroup's use besides what this process holds, when the room first ran out
+holding = False
 while not os.path.exists(stop):
-    if stat() > step + (10 << 20):
+    room, used = room_and_used()
+    others = used - len(held) * step
+    if room > step + margin and not holding:
         b = bytearray(step)
         b[::4096] = b"\1" * len(b[::4096])
         held.append(b)
+        time.sleep(0.05)
+        continue
+    if others_when_full is None:
+        others_when_full = others
+    elif others < others_when_full - (20 << 20):
+        holding = True
     time.sleep(0.05)
 print(f"the other process held {len(held) * 4} MiB", file=sys.stderr)
 PY
@@ -70,6 +86,7 @@ oom_after=$(cgroup_oom_kills "$cgroup")
 echo "bench exit status ${status}, peak cgroup usage $(cgroup_peak_mb "$cgroup") MB, oom kills $(( oom_after - oom_before ))"
 [ "$oom_after" = "$oom_before" ] || { echo "FAIL: the OOM killer ran"; exit 1; }
 [ "$status" -eq 0 ] || { echo "FAIL: spillway bench exited with ${status}"; tail -20 "$err"; exit 1; }
+grep -E '^(reads:|streaming:)' "$err" || true
 python3 - "$(cat "$out")" <<'PY' || exit 1
 import json, sys
 r = json.loads(sys.argv[1])["residency"]
