@@ -23,11 +23,11 @@ cgroup=$(cgroup_create pressure "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
 
-# 160 tokens: the other process needs ~1.5 s to take the room, the controller checks once a
+# 96 tokens: the other process needs ~1.5 s to take the room, the controller checks once a
 # second and sheds after 2 checks just below the floor, so the first shed came 4.5-8.5 s into
 # the run; 48 tokens at the disk-bound ~5.5 steps/s of O_DIRECT reads take ~9 s, and that race
-# was lost once in CI. 160 take ~30 s on any CPU (the 383 MiB streamed per step bound them).
-cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 160 --batch 1 \
+# was lost once in CI. 96 take >= 17 s on any CPU (the ~390 MiB streamed per step bound them).
+cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 96 --batch 1 \
   --repeat 1 --threads 2 --memory-budget auto --no-probe --json >"$out" 2>"$err" &
 bench=$!
 cgroup_cleanup_pid "$bench"
