@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "api/chat_template.h"
+#include "support/paths.h"
 
 namespace spillway::api::testing {
 
@@ -18,7 +19,7 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-inline std::string chat_templates_dir() { return std::string(SPILLWAY_TESTDATA) + "/chat_templates/"; }
+inline std::string chat_templates_dir() { return spillway::test_paths::testdata() + "/chat_templates/"; }
 
 // The clock of the golden renders: 2024-07-26 12:00:00 (a Friday).
 inline std::string fixed_strftime(std::string_view format) {

@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/state/kv_cache.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine::diffusion {
 namespace {
@@ -248,7 +249,7 @@ TEST(DiffusionParamsValidation, ErrorsNameTheField) {
 // before any query reads), and a canvas and a causal sequence in one batch give exactly the
 // bits each gives alone.
 TEST(DiffusionForward, CanvasAndCausalSequencesBatchedEqualAlone) {
-  auto m = Model::open(std::string(SPILLWAY_TESTDATA) + "/models/llada-tiny-peaked-f16.gguf");
+  auto m = Model::open(spillway::test_paths::testdata() + "/models/llada-tiny-peaked-f16.gguf");
   ASSERT_TRUE(m.ok()) << m.error().message;
   const ModelConfig& cfg = (*m)->config();
   kernels::ThreadPool pool(2);
@@ -306,7 +307,7 @@ TEST(DiffusionForward, CanvasAndCausalSequencesBatchedEqualAlone) {
 // a block of its rows (the other positions' K/V read from the KV blocks) gives those rows
 // exactly the full forward's logits, because the cached K/V are what the full forward wrote.
 TEST(DiffusionForward, PartialCanvasForwardAfterAFullOneGivesTheSameLogits) {
-  auto m = Model::open(std::string(SPILLWAY_TESTDATA) + "/models/llada-tiny-peaked-f16.gguf");
+  auto m = Model::open(spillway::test_paths::testdata() + "/models/llada-tiny-peaked-f16.gguf");
   ASSERT_TRUE(m.ok()) << m.error().message;
   const ModelConfig& cfg = (*m)->config();
   kernels::ThreadPool pool(2);

@@ -26,6 +26,7 @@
 #include "engine/state/kv_cache.h"
 #include "kernels/thread_pool.h"
 #include "tools/demo_model.h"
+#include "support/paths.h"
 
 namespace spillway::engine::diffusion {
 namespace {
@@ -222,7 +223,7 @@ TEST(DiffusionExactTopK, RowSamplerMatchesThePlainPath) {
   }
 }
 
-std::string testdata(const std::string& rel) { return std::string(SPILLWAY_TESTDATA) + "/" + rel; }
+std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
 
 struct TinyLlada {
   std::unique_ptr<Model> model;

@@ -15,6 +15,7 @@
 
 #include "engine/platform/direct_reader.h"
 #include "engine/platform/read_mode_probe.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -25,7 +26,7 @@ class DirectReaderTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     // Next to the build tree rather than /tmp: /tmp may be tmpfs, which refuses O_DIRECT.
-    path_ = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-direct-" + std::to_string(getpid()));
+    path_ = fs::path(spillway::test_paths::binary()) / ("spillway-direct-" + std::to_string(getpid()));
     std::mt19937_64 rng(1);
     bytes_.resize(3 * 1024 * 1024 + 1234);  // not a multiple of the block size
     for (auto& b : bytes_) b = static_cast<uint8_t>(rng());

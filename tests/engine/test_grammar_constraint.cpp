@@ -16,11 +16,12 @@
 #include "engine/sampling/sampling.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "grammar/compile_cache.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
 
-const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf";
+const std::string kModel = spillway::test_paths::testdata() + "/models/stories260K.gguf";
 
 std::shared_ptr<const grammar::CompiledGrammar> compile(grammar::GrammarSpec::Kind kind, std::string text,
                                                         std::vector<std::string> choices = {}) {

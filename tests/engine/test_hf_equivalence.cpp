@@ -22,6 +22,7 @@
 #include "engine/model/model.h"
 #include "hf_test_files.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -188,7 +189,7 @@ void expect_same_logits(const std::string& gguf_path, const fs::path& hf_dir) {
 }
 
 TEST(HuggingFaceEquivalence, LlamaFromGoldenGguf) {
-  expect_same_logits(std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf",
+  expect_same_logits(spillway::test_paths::testdata() + "/models/stories260K.gguf",
                      temp_path("stories260K"));
 }
 

@@ -37,6 +37,7 @@
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
 #include "tools/demo_model.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -385,7 +386,7 @@ TEST(HfHybrid, Qwen35DemoModel) {
 // The trained model: HF folder = its GGUF = its PyTorch float64 reference. hf_dir: a folder
 // to open, or empty to write one from the GGUF (hf_of) into a temporary directory.
 void expect_trained_qwen35_parity(const std::string& hf_dir) {
-  const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen35/";
+  const std::string dir = spillway::test_paths::source() + "/models/eval/qwen35/";
   std::ifstream in(dir + "parity.json");
   ASSERT_TRUE(in.good());
   const json ref = json::parse(in);
@@ -414,7 +415,7 @@ TEST(HfHybrid, Qwen35TrainedMatchesPyTorch) { expect_trained_qwen35_parity(""); 
 // The folder tools/train/export_hf.py wrote from the PyTorch model (an implementation of the
 // HF layout independent of hf_of above): models/eval/qwen35/hf.
 TEST(HfHybrid, Qwen35PythonExportMatchesPyTorch) {
-  const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen35/";
+  const std::string dir = spillway::test_paths::source() + "/models/eval/qwen35/";
   expect_trained_qwen35_parity(dir + "hf");
   // Its tokenizer.json tokenizes a task prompt as the GGUF's vocabulary does.
   auto gguf = open_model_source(dir + "qwen35-tasks-f16.gguf");
@@ -436,7 +437,7 @@ TEST(HfHybrid, Qwen35PythonExportMatchesPyTorch) {
 // the tensor names, shapes and config keys are the library's, not this file's idea of them.
 // Every position's logits must match and pick the same token.
 void expect_transformers_reference(const std::string& name, const std::string& want_arch) {
-  const std::string dir = std::string(SPILLWAY_SOURCE_DIR) + "/tests/data/hf_refs/" + name;
+  const std::string dir = spillway::test_paths::source() + "/tests/data/hf_refs/" + name;
   std::ifstream in(dir + "/reference.json");
   ASSERT_TRUE(in.good()) << dir;
   const json ref = json::parse(in);
@@ -472,7 +473,7 @@ TEST(HfTransformersReference, Qwen3Next) { expect_transformers_reference("qwen3_
 // The golden qwen3next model's weights as F32 (its file is Q8_0): a GGUF and an HF folder
 // of the same values must agree.
 TEST(HfHybrid, Qwen3NextFusedQkvz) {
-  const std::string q8 = std::string(SPILLWAY_TESTDATA) + "/models/qwen3next-tiny-peaked-q8_0.gguf";
+  const std::string q8 = spillway::test_paths::testdata() + "/models/qwen3next-tiny-peaked-q8_0.gguf";
   auto model = Model::open(q8);
   ASSERT_TRUE(model.ok()) << model.error().message;
   // The F32 GGUF: every key as it is, every tensor dequantized.
@@ -514,7 +515,7 @@ TEST(HfHybrid, Qwen3NextFusedQkvz) {
   // the fused in_proj_qkvz streams like any matrix and gives the resident logits bit for bit.
   auto gguf = Model::open(f32.string());
   ASSERT_TRUE(gguf.ok()) << gguf.error().message;
-  const fs::path dir = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-hfhybrid-" + std::to_string(::getpid()) + "-stream");
+  const fs::path dir = fs::path(spillway::test_paths::binary()) / ("spillway-hfhybrid-" + std::to_string(::getpid()) + "-stream");
   hf_of(**gguf).write(dir);
   auto hf = Model::open(dir.string());
   ASSERT_TRUE(hf.ok()) << hf.error().message;

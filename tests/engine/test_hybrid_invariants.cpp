@@ -19,12 +19,13 @@
 #include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 #include "tools/demo_model.h"
+#include "support/paths.h"
 #include <filesystem>
 
 namespace spillway::engine {
 namespace {
 
-std::string model_path() { return std::string(SPILLWAY_TESTDATA) + "/models/qwen35-tiny-peaked-f16.gguf"; }
+std::string model_path() { return spillway::test_paths::testdata() + "/models/qwen35-tiny-peaked-f16.gguf"; }
 
 // "Lily and Tom went to the park. They" and llama.cpp's greedy continuation's first tokens.
 const std::vector<int32_t> kTokens = {43, 813, 290, 4186, 1816, 284, 262, 3952, 13, 1119, 22973, 31497, 43388,

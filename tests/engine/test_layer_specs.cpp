@@ -10,11 +10,12 @@
 #include "engine/model/arch/architecture.h"
 #include "engine/model/model.h"
 #include "engine/state/kv_cache.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
 
-std::string stories_path() { return std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf"; }
+std::string stories_path() { return spillway::test_paths::testdata() + "/models/stories260K.gguf"; }
 
 TEST(LayerSpecs, TheClassicBlockIsCausalAttentionAndADenseFfnOnEveryLayer) {
   auto model = Model::open(stories_path());

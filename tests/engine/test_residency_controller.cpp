@@ -12,6 +12,7 @@
 #include "engine/residency/residency_controller.h"
 #include "engine/residency/weight_residency.h"
 #include "tools/demo_model.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -28,7 +29,7 @@ class FakeMemory : public MemorySource {
 class ResidencyControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-controller-" + std::to_string(getpid()) + ".gguf");
+    path_ = fs::path(spillway::test_paths::binary()) / ("spillway-controller-" + std::to_string(getpid()) + ".gguf");
     tools::DemoModelOptions o;
     o.layers = 8;
     o.dim = 128;

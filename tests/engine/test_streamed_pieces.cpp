@@ -18,13 +18,14 @@
 #include "engine/residency/weight_residency.h"
 #include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string testdata_model(const std::string& name) { return std::string(SPILLWAY_TESTDATA) + "/models/" + name; }
+std::string testdata_model(const std::string& name) { return spillway::test_paths::testdata() + "/models/" + name; }
 
 // A 12-token prefill then 4 single-token decode steps of one sequence; every step's logits.
 Result<std::vector<float>> run_steps(const Model& model, LayerWeightSource* weights) {
@@ -117,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Models, StreamedPieces,
 TEST(StreamedPiecesErrors, AFileCutShortIsAnErrorNamingItNotACrash) {
   const fs::path src = testdata_model("llama-tiny-peaked-q4_k_m.gguf");
   if (!fs::exists(src)) GTEST_SKIP() << src << " is missing";
-  const fs::path path = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-pieces-cut-" + std::to_string(getpid()) + ".gguf");
+  const fs::path path = fs::path(spillway::test_paths::binary()) / ("spillway-pieces-cut-" + std::to_string(getpid()) + ".gguf");
   fs::copy_file(src, path, fs::copy_options::overwrite_existing);
   {
     auto model = Model::open(path.string());

@@ -16,6 +16,7 @@
 #include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -67,7 +68,7 @@ class WeightResidencyTest : public ::testing::TestWithParam<kernels::DType> {
  protected:
   void SetUp() override {
     // In the build tree rather than /tmp, which may be tmpfs (no O_DIRECT).
-    path_ = fs::path(SPILLWAY_BINARY_DIR) /
+    path_ = fs::path(spillway::test_paths::binary()) /
             ("spillway-residency-" + std::to_string(getpid()) + "-" +
              std::string(kernels::dtype_name(GetParam())) + ".gguf");
     DemoModelOptions o;

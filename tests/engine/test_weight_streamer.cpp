@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/residency/weight_streamer.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -21,7 +22,7 @@ constexpr uint64_t kA = DirectReader::kAlignment;
 class WeightStreamerTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    path_ = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-streamer-" + std::to_string(getpid()));
+    path_ = fs::path(spillway::test_paths::binary()) / ("spillway-streamer-" + std::to_string(getpid()));
     std::mt19937_64 rng(7);
     bytes_.resize(2 * 1024 * 1024 + 77);
     for (auto& b : bytes_) b = static_cast<uint8_t>(rng());

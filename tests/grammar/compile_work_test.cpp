@@ -15,6 +15,7 @@
 #include "grammar/compile_cache.h"
 #include "grammar/regex.h"
 #include "test_helpers.h"
+#include "support/paths.h"
 
 namespace spillway::grammar {
 namespace {
@@ -81,7 +82,7 @@ std::string read_file(const std::string& path) {
 // The fuzz target's input (tests/fuzz/corpus/grammar: first byte 'I' = regex, the rest the
 // regex, NULs included) compiles within the default caps but the wall clock's.
 TEST(CompileWork, FuzzRegexStaysWithinTheWorkCap) {
-  const std::string input = read_file(SPILLWAY_SOURCE_DIR "/tests/fuzz/corpus/grammar/regex_dot_chains.bin");
+  const std::string input = read_file(spillway::test_paths::source() + "/tests/fuzz/corpus/grammar/regex_dot_chains.bin");
   ASSERT_GT(input.size(), 200u);
   ASSERT_EQ(input[0] % 3, 1);  // fuzz_grammar.cpp: 1 = regex
   GrammarSpec spec;

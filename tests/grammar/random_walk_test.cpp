@@ -17,6 +17,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "test_helpers.h"
+#include "support/paths.h"
 
 namespace spillway::grammar {
 namespace {
@@ -40,7 +41,7 @@ std::shared_ptr<const TokenTrie> synthetic_trie() {
 }
 
 std::vector<fs::path> corpus() {
-  fs::path dir = SPILLWAY_GRAMMAR_CORPUS;  // bench/grammar/schemas
+  const fs::path dir = fs::path(spillway::test_paths::source()) / "bench/grammar/schemas";
   std::vector<fs::path> files;
   for (auto& e : fs::directory_iterator(dir)) if (e.path().extension() == ".json") files.push_back(e.path());
   std::sort(files.begin(), files.end());

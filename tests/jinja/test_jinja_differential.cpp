@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "api/chat_template_test_util.h"
+#include "support/paths.h"
 
 namespace spillway::api {
 namespace {
@@ -20,7 +21,7 @@ using testing::read_file;
 using testing::render_or_error;
 
 // This folder of the source tree (not __FILE__: a compiler cache may pass a relative path).
-std::string source_dir() { return std::string(SPILLWAY_SOURCE_DIR) + "/tests/jinja"; }
+std::string source_dir() { return spillway::test_paths::source() + "/tests/jinja"; }
 
 std::string python() {
   const char* p = std::getenv("SPILLWAY_PYTHON");

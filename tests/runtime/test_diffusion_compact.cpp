@@ -21,11 +21,12 @@
 #include "engine/model/model.h"
 #include "engine/state/kv_cache.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine::diffusion {
 namespace {
 
-std::string model_path(const char* name) { return std::string(SPILLWAY_TESTDATA) + "/models/" + name; }
+std::string model_path(const char* name) { return spillway::test_paths::testdata() + "/models/" + name; }
 
 TEST(DiffusionCompactForward, ScatteredPositionsAfterAFullForwardGiveTheFullLogits) {
   auto m = Model::open(model_path("llada-tiny-peaked-f16.gguf"));

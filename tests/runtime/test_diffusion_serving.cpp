@@ -19,6 +19,7 @@
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
 #include "update_collector.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -26,8 +27,8 @@ namespace {
 using namespace runtime;  // the engine loop and runner under test
 namespace dd = engine::diffusion;
 
-const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/llada-tiny-peaked-f16.gguf";
-const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden-wave2/diffusion/llada-tiny-peaked-f16.jsonl";
+const std::string kModel = spillway::test_paths::testdata() + "/models/llada-tiny-peaked-f16.gguf";
+const std::string kGolden = spillway::test_paths::testdata() + "/golden-wave2/diffusion/llada-tiny-peaked-f16.jsonl";
 
 struct Record {
   std::vector<int32_t> prompt;

@@ -33,6 +33,7 @@
 #include "runtime/engine_runner.h"
 #include "update_collector.h"
 #include "tools/mobile_decode.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -41,8 +42,8 @@ using namespace runtime;  // the engine loop and runner under test
 using testing::submit_and_wait;
 using testing::UpdateCollector;
 
-const std::string kEvalModel = std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
-const std::string kHybridModel = std::string(SPILLWAY_TESTDATA) + "/models/qwen35moe-tiny-peaked-q8_0.gguf";
+const std::string kEvalModel = spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
+const std::string kHybridModel = spillway::test_paths::testdata() + "/models/qwen35moe-tiny-peaked-q8_0.gguf";
 
 struct Generated {
   std::vector<int32_t> tokens;

@@ -20,6 +20,7 @@
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
 #include "update_collector.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -28,8 +29,8 @@ using namespace runtime;  // the engine loop and runner under test
 using testing::submit_and_wait;
 using testing::UpdateCollector;
 
-const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/qwen35-tiny-peaked-f16.gguf";
-const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden-wave2/qwen35-tiny-peaked-f16.jsonl";
+const std::string kModel = spillway::test_paths::testdata() + "/models/qwen35-tiny-peaked-f16.gguf";
+const std::string kGolden = spillway::test_paths::testdata() + "/golden-wave2/qwen35-tiny-peaked-f16.jsonl";
 
 struct Golden {
   std::vector<int32_t> prompt;

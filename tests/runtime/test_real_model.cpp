@@ -16,6 +16,7 @@
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
 #include "update_collector.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -24,8 +25,8 @@ using namespace runtime;  // the engine loop and runner under test
 using testing::submit_and_wait;
 using testing::UpdateCollector;
 
-const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf";
-const std::string kGolden = std::string(SPILLWAY_TESTDATA) + "/golden/stories260K.jsonl";
+const std::string kModel = spillway::test_paths::testdata() + "/models/stories260K.gguf";
+const std::string kGolden = spillway::test_paths::testdata() + "/golden/stories260K.jsonl";
 
 struct Golden {
   std::vector<int32_t> prompt;

@@ -24,6 +24,7 @@
 #include "runtime/step_buckets.h"
 #include "scheduler/step_plans.h"
 #include "update_collector.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
@@ -31,7 +32,7 @@ namespace {
 using namespace runtime;  // the runner and buckets under test
 namespace dd = engine::diffusion;
 
-std::string model_path(const char* name) { return std::string(SPILLWAY_TESTDATA) + "/models/" + name; }
+std::string model_path(const char* name) { return spillway::test_paths::testdata() + "/models/" + name; }
 
 // Layer 0's K bytes of every block of the cache.
 std::vector<uint8_t> layer0_keys(const engine::KvCache& kv) {

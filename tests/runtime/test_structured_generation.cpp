@@ -19,13 +19,14 @@
 #include "kernels/thread_pool.h"
 #include "runtime/engine_loop.h"
 #include "runtime/engine_runner.h"
+#include "support/paths.h"
 
 namespace spillway::scheduler {
 namespace {
 
 using namespace runtime;
 
-const std::string kModel = std::string(SPILLWAY_TESTDATA) + "/models/stories260K.gguf";
+const std::string kModel = spillway::test_paths::testdata() + "/models/stories260K.gguf";
 
 // A person: name (1..12 chars), age 0..120, a pet from a list; nothing else.
 constexpr const char* kSchema = R"({

@@ -25,6 +25,7 @@
 #include "engine/state/kv_cache.h"
 #include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -49,7 +50,7 @@ struct DiffusionRecord {
   int32_t n_steps_run = 0;
 };
 
-std::string testdata(const std::string& rel) { return std::string(SPILLWAY_TESTDATA) + "/" + rel; }
+std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
 
 std::vector<DiffusionRecord> read_records(const std::string& path) {
   std::ifstream in(path);

@@ -24,6 +24,7 @@
 #include "engine/state/recurrent_state.h"
 #include "engine/model/model.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -42,7 +43,7 @@ struct ParityFile {
 };
 
 std::string eval_dir(const std::string& arch) {
-  return std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/" + arch + "/";
+  return spillway::test_paths::source() + "/models/eval/" + arch + "/";
 }
 
 ParityFile read_parity(const std::string& arch) {

@@ -18,6 +18,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -62,7 +63,7 @@ std::vector<GoldenCase> read_golden(const std::string& path) {
   return cases;
 }
 
-std::string testdata(const std::string& rel) { return std::string(SPILLWAY_TESTDATA) + "/" + rel; }
+std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
 
 // Tolerances from the issue: F32/F16 top-5 within 0.01 and exact ids; quantized top-5
 // within 0.1 and ids compared only while llama.cpp's top1-top2 gap is >= 0.3 nats.

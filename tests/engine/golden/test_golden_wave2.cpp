@@ -24,6 +24,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
 #include "tools/generator.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -42,7 +43,7 @@ struct HybridModel {
   double argmax_gap;     // argmax must match where golden logprob gap > this
 };
 
-std::string testdata(const std::string& rel) { return std::string(SPILLWAY_TESTDATA) + "/" + rel; }
+std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
 
 std::vector<GoldenCase> read_golden(const std::string& path) {
   std::ifstream in(path);

@@ -18,12 +18,13 @@
 #include "engine/residency/residency_setup.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
 
 std::string eval_model_path() {
-  return std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
+  return spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
 }
 
 struct StepsRun {
@@ -298,7 +299,7 @@ TEST_F(ExpertCacheTest, PressureShedsCacheSlotsBeforeLayersAndCalmReadmitsThem) 
 // residency gives the mapping's logits.
 TEST_F(ExpertCacheTest, AFailedExpertReadIsAnErrorNamingTheFile) {
   namespace fs = std::filesystem;
-  const fs::path copy = fs::path(SPILLWAY_BINARY_DIR) / ("spillway-expert-read-" + std::to_string(getpid()) + ".gguf");
+  const fs::path copy = fs::path(spillway::test_paths::binary()) / ("spillway-expert-read-" + std::to_string(getpid()) + ".gguf");
   fs::copy_file(eval_model_path(), copy, fs::copy_options::overwrite_existing);
   {
     auto model = Model::open(copy.string());

@@ -19,12 +19,13 @@
 #include "engine/residency/expert_cache.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
 
 std::string eval_model_path() {
-  return std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
+  return spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
 }
 
 // A prefill in chunks of 12 and 7, then `decode` steps of one token; per (step, MoE layer)

@@ -10,6 +10,7 @@
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
 #include "tools/expert_trace.h"
+#include "support/paths.h"
 
 namespace spillway::tools {
 namespace {
@@ -52,7 +53,7 @@ TEST(ExpertTraceReplay, PerLayerSharesAndWaves) {
 }
 
 TEST(ExpertTraceReplay, PredictsTheExpertCacheHitsExactly) {
-  auto model = engine::Model::open(std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf");
+  auto model = engine::Model::open(spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf");
   ASSERT_TRUE(model.ok()) << model.error().message;
   // Character-level vocabulary: <unk> <s> </s> ( ) + , 0-9 : = ? [ ] a-z { }.
   const std::vector<std::vector<int32_t>> prompts = {{1, 13, 14, 12, 9, 5, 15, 16, 17, 11, 18},

@@ -12,12 +12,13 @@
 #include "engine/state/recurrent_state.h"
 #include "kernels/thread_pool.h"
 #include "tools/mobile_decode.h"
+#include "support/paths.h"
 
 namespace spillway::tools {
 namespace {
 
 std::unique_ptr<engine::Model> eval_model() {
-  auto model = engine::Model::open(std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf");
+  auto model = engine::Model::open(spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf");
   EXPECT_TRUE(model.ok()) << model.error().message;
   return model.ok() ? std::move(*model) : nullptr;
 }
@@ -94,7 +95,7 @@ TEST(MobileDecode, GammaZeroIsTheLittleRunAndGammaOneTheFullRun) {
 // A hybrid MoE model (Gated DeltaNet layers): a fallback must also roll the recurrent state
 // back one step, or gamma = 1 would not be the full-k run.
 TEST(MobileDecode, HybridFallbackRollsTheRecurrentStateBack) {
-  auto model = engine::Model::open(std::string(SPILLWAY_TESTDATA) + "/models/qwen35moe-tiny-peaked-q8_0.gguf");
+  auto model = engine::Model::open(spillway::test_paths::testdata() + "/models/qwen35moe-tiny-peaked-q8_0.gguf");
   ASSERT_TRUE(model.ok()) << model.error().message;
   kernels::ThreadPool pool(2);
   const std::vector<int32_t> prompt = {7454, 2402, 257, 640};  // "Once upon a time"

@@ -22,6 +22,7 @@
 #include "engine/model/model.h"
 #include "engine/residency/weight_residency.h"
 #include "kernels/thread_pool.h"
+#include "support/paths.h"
 
 namespace spillway::engine {
 namespace {
@@ -204,7 +205,7 @@ TEST(MoeModelFile, FusedGateUpExpertsGiveTheSameBitsAsSeparateTensors) {
 // ---- the trained evaluation model ---------------------------------------------------------
 
 std::string eval_model_path() {
-  return std::string(SPILLWAY_SOURCE_DIR) + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
+  return spillway::test_paths::source() + "/models/eval/qwen3moe/qwen3moe-tasks-f16.gguf";
 }
 
 std::vector<int32_t> task_tokens(int salt, int n) {

@@ -13,11 +13,12 @@
 
 #include "engine/format/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "support/paths.h"
 
 namespace spillway::engine::test {
 
 inline std::string testdata(const std::string& rel) {
-  return std::string(SPILLWAY_TESTDATA) + "/" + rel;
+  return spillway::test_paths::testdata() + "/" + rel;
 }
 
 inline std::string read_file(const std::string& path) {
