@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/kernel_registry.h"
+#include "kernels/matmul/kquant_decode_avx2.h"
 #include "kernels/quant/quant_blocks.h"
 
 namespace spillway::kernels {
@@ -355,7 +356,6 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
   float acc[NX];
   #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i] = 0.0f;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
     const BlockQ6_K& blk = wb[b];
     __m256i isum[NX];
@@ -367,11 +367,7 @@ void dot_q6_k_rows(const void* w, const void* x, size_t xs, int64_t cols, float*
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
       __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2h));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h));
+      q6k_decode_codes(ql0, ql1, qh, q);
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * h + 2 * k;  // groups g (first 16 values) and g + 1
         const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(blk.scales[g + 1]), _mm_set1_epi16(blk.scales[g]));
@@ -640,9 +636,7 @@ template <bool kQ5, int NX>
 __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
-  const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1), m6 = _mm256_set1_epi32(0x3F3F3F3F);
-  const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303);
-  const __m256i byte = _mm256_set1_epi32(0xFF), w16 = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i byte = _mm256_set1_epi32(0xFF);
   __m256 facc[2][NX];
   #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) facc[0][i] = facc[1][i] = _mm256_setzero_ps();
@@ -653,14 +647,9 @@ __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, c
       const uint8_t* blk = tile + b * kBlockBytes;
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
       const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
-      const __m256i a = load32(blk + 64 + hb), bq = load32(blk + 128 + hb), cq = load32(blk + 192 + hb);
-      const __m256i sc_lo = _mm256_and_si256(a, m6), m_lo = _mm256_and_si256(bq, m6);
-      const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(cq, m4),
-                                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 6), m2), 4));
-      const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(cq, 4), m4),
-                                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(bq, 6), m2), 4));
-      const __m256i mins[4] = {_mm256_and_si256(m_lo, w16), _mm256_and_si256(_mm256_srli_epi32(m_lo, 8), w16),
-                               _mm256_and_si256(m_hi, w16), _mm256_and_si256(_mm256_srli_epi32(m_hi, 8), w16)};
+      const Q45kScales scales = q45k_decode_scales(blk, hb);
+      __m256i mins[4];
+      q45k_min_pairs(scales, mins);
       __m256i isum[NX], smin[NX];
       const BlockQ8_K* xb[NX];
       #pragma GCC unroll 16
@@ -677,7 +666,7 @@ __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, c
       #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         if (half == 0) kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, c);
-        const __m256i src = c < 2 ? sc_lo : sc_hi;
+        const __m256i src = c < 2 ? scales.sc_lo : scales.sc_hi;
         const int sh = 16 * (c % 2);
         const __m256i sc_a = _mm256_and_si256(_mm256_srli_epi32(src, sh), byte);
         const __m256i sc_b = _mm256_and_si256(_mm256_srli_epi32(src, sh + 8), byte);
@@ -686,14 +675,9 @@ __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, c
         for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm256_setzero_si256();
         #pragma GCC unroll 8
         for (int l4 = 0; l4 < 8; ++l4) {
-          const __m256i v = load32(blk + kCodes + (c * 8 + l4) * 64 + hb);
-          __m256i lo = _mm256_and_si256(v, low);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-          if constexpr (kQ5) {
-            const __m256i h = load32(blk + 256 + l4 * 64 + hb);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
-          }
+          __m256i lo, hi;
+          q45k_decode_codes<kQ5>(load32(blk + kCodes + (c * 8 + l4) * 64 + hb),
+                                 kQ5 ? load32(blk + 256 + l4 * 64 + hb) : _mm256_setzero_si256(), c, lo, hi);
           #pragma GCC unroll 16
           for (int i = 0; i < NX; ++i) {
             sa[i] = dot4(sa[i], lo, bcast4(xb[i]->qs + 64 * c + 4 * l4));
@@ -724,7 +708,6 @@ __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, c
 template <int NX>
 __attribute__((noinline)) void q6k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * 210;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2h = _mm256_set1_epi8(0x30);
   __m256 facc[2][NX];
   #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) facc[0][i] = facc[1][i] = _mm256_setzero_ps();
@@ -755,12 +738,8 @@ __attribute__((noinline)) void q6k_tile_rows(const uint8_t* tile, int64_t nb, co
             const __m256i qh = load32(blk + 2048 + (8 * h + l4) * 64 + hb);
             const __m256i ql0 = load32(blk + (8 * (2 * h) + l4) * 64 + hb);
             const __m256i ql1 = load32(blk + (8 * (2 * h + 1) + l4) * 64 + hb);
-            const __m256i code[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2h)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2h)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2h)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2h))};
+            __m256i code[4];
+            q6k_decode_codes(ql0, ql1, qh, code);
             #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
               #pragma GCC unroll 16

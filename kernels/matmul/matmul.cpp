@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cstdint>
+#include <vector>
 
 #include "kernels/kernel_table.h"
 #include "kernels/quant/quant_blocks.h"
@@ -220,8 +222,35 @@ int64_t kquant_rows_per_unit(const WeightMatrix& w, const Context& c) {
 // row-major rows after the last full tile.
 bool kquant_tiled(const WeightMatrix& w) { return w.layout == WeightLayout::Tiled && has_kquant_tiles(w.type); }
 
+// K-quant tiles with kUnpackMinRows or more activation rows, where the ISA unpacks them
+// (kernel_table.h): a unit's tiles are unpacked once into a per-thread buffer of at most
+// kUnpackedUnitBytes (or one tile), which stays in L2 beside a block of activation rows while
+// every block sweeps it (bench/README.md, "K-quant tiles unpacked once per matmul").
+constexpr int64_t kUnpackedUnitBytes = 192 << 10;
+constexpr int64_t kUnpackMinRows = 8;
+
+bool kquant_unpacks(const WeightMatrix& w, const Context& c) {
+  return kquant_tiled(w) && c.m >= kUnpackMinRows && c.kt.kquant_unpacked_dot[dot_kind(w.type).index] != nullptr;
+}
+
+size_t unpacked_tile_bytes(const WeightMatrix& w) {
+  return size_t(w.cols / kQK_K) * kKQuantUnpackedBlockBytes[dot_kind(w.type).index];
+}
+
 int64_t kquant_tiles_per_unit(const WeightMatrix& w, const Context& c) {
-  return items_per_unit(w.rows / kTileRows, c.threads, c.m == 1 ? 4 : 2, kMaxTilesPerUnit);
+  int64_t max_tiles = kMaxTilesPerUnit;
+  if (kquant_unpacks(w, c)) {
+    max_tiles = std::clamp<int64_t>(kUnpackedUnitBytes / int64_t(unpacked_tile_bytes(w)), 1, kMaxTilesPerUnit);
+  }
+  return items_per_unit(w.rows / kTileRows, c.threads, c.m == 1 ? 4 : 2, max_tiles);
+}
+
+// This thread's buffer for unpacked tiles, 64-byte aligned, grown once to the largest unit.
+uint8_t* unpack_buffer(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - address % 64) % 64);
 }
 
 int64_t kquant_units(const WeightMatrix& w, const Context& c) {
@@ -284,6 +313,19 @@ void kquant_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     (nt == 2 ? dot2 : dot1)(wdata + t * tile_bytes, nb, c.xq + i * x_stride, x_stride, nx, y + i * rows + t * kTileRows,
                             size_t(rows), flags);
   };
+  if (kquant_unpacks(w, c)) {
+    const size_t unpacked_bytes = unpacked_tile_bytes(w);
+    uint8_t* unpacked = unpack_buffer(size_t(t1 - t0) * unpacked_bytes);
+    for (int64_t t = t0; t < t1; ++t) c.kt.kquant_unpack[kind](wdata + t * tile_bytes, nb, unpacked + (t - t0) * unpacked_bytes);
+    for (int64_t i = 0; i < m; i += kKQuantTileActs) {
+      const int nx = static_cast<int>(std::min<int64_t>(kKQuantTileActs, m - i));
+      for (int64_t t = t0; t < t1; ++t) {
+        c.kt.kquant_unpacked_dot[kind](unpacked + (t - t0) * unpacked_bytes, nb, c.xq + i * x_stride, x_stride, nx,
+                                       y + i * rows + t * kTileRows, size_t(rows));
+      }
+    }
+    return;
+  }
   if (m <= kFewActivationRows) {
     // Decode and batched decode: each tile (pair) read once from DRAM by the first activation
     // rows and reused from cache by the others, the last of which prefetches the next.

@@ -307,7 +307,7 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
           }
-          for (int64_t m : {1, 3, 8, 9, 16, 20, 37}) {
+          for (int64_t m : {1, 3, 8, 9, 16, 20, 37}) {  // >= 8: K-quants unpacked (AVX2); 37: prefill order
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
             for (Isa isa : supported_isas()) {
@@ -393,6 +393,47 @@ TEST(Matmul, KQuantTileKernelsGiveTheScalarBitsForEveryRowCountAndHint) {
             expect_same_bits(pair, expected, "pair " + what);
             expect_same_bits(single, expected, "single " + what);
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
+  // The batched-decode and prefill path of Q4_K / Q5_K / Q6_K where the ISA has it
+  // (kernel_table.h; AVX2, which must): a tile unpacked once, then the unpacked kernel, gives
+  // the scalar tile kernel's bits for every activation row count. (The matmul driver's use of
+  // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 8.) Odd strides, 1 / 3 / 9 blocks, and
+  // activations at the int8 extremes (the int16 pair sums' worst case).
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int kind = dot_kind(t).index;
+    for (int64_t nb : {1, 3, 9}) {
+      const int64_t cols = 256 * nb;
+      const TestMatrix w = random_matrix(t, kTileRows, cols, uint32_t(11 * nb + kind));
+      const size_t rb = size_t(row_bytes(t, cols));
+      std::vector<uint8_t> tile(w.bytes.size());
+      pack_kquant_tile(t, w.bytes.data(), rb, nb, tile.data());
+      const size_t xs = q8_k_row_stride(cols) + 64;
+      std::vector<uint8_t> xq(xs * kKQuantTileActs);
+      std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 200));
+      for (int64_t k = 0; k < cols; ++k) x[k] = k % 2 ? 1.0f : -1.0f;       // row 0: +-127
+      for (int64_t k = 0; k < cols; ++k) x[cols + k] = k % 3 ? -1.0f : 0.5f;  // row 1: -127 mostly
+      for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        if (isa == Isa::Avx2) {
+          ASSERT_NE(kt.kquant_unpacked_dot[kind], nullptr) << dtype_name(t);
+        }
+        if (kt.kquant_unpacked_dot[kind] == nullptr) continue;
+        std::vector<uint8_t> unpacked(size_t(nb) * kKQuantUnpackedBlockBytes[kind]);
+        kt.kquant_unpack[kind](tile.data(), nb, unpacked.data());
+        for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
+          const size_t ys = kTileRows + 5;
+          std::vector<float> expected(ys * size_t(nx), -1.0f), got(expected.size(), -1.0f);
+          kernels_for(Isa::Scalar).kquant_tile_dot[kind](tile.data(), nb, xq.data(), xs, nx, expected.data(), ys, 0);
+          kt.kquant_unpacked_dot[kind](unpacked.data(), nb, xq.data(), xs, nx, got.data(), ys);
+          expect_same_bits(got, expected, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
+                                              " nx=" + std::to_string(nx));
         }
       }
     }
