@@ -404,7 +404,8 @@ TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
   // (kernel_table.h; AVX2, which must): a tile unpacked once, then the unpacked kernel, gives
   // the scalar tile kernel's bits for every activation row count. (The matmul driver's use of
   // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 8.) Odd strides, 1 / 3 / 9 blocks, and
-  // activations at the int8 extremes (the int16 pair sums' worst case).
+  // two activation rows at the int8 extremes (large int16 pair sums; the bound that keeps them
+  // below 2^15 is argued in kquant_unpacked_avx2.cpp, not reached by random codes).
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int kind = dot_kind(t).index;
     for (int64_t nb : {1, 3, 9}) {
