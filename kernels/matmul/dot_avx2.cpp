@@ -159,10 +159,52 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
   }
 }
 
+// Prefetch for a tiled float group streaming from memory, one k step's share (16 values of
+// each of the kFloatDotW rows) kFloatPrefetchBytes ahead. Without it the AVX2 F16 GEMV read
+// 17 GB/s with 2 threads where the Q8_0 / Q4_0 tiles read 23 (bench/README.md).
+constexpr size_t kFloatPrefetchBytes = 8192;
+template <class L>
+inline void float_group_prefetch(const typename L::T* g, int64_t k, bool stream) {
+  constexpr int kStepBytes = 16 * kFloatDotW * int(sizeof(typename L::T));
+  const char* p = reinterpret_cast<const char*>(g + kFloatDotW * k) + kFloatPrefetchBytes;
+  if (stream) {
+    #pragma GCC unroll 4
+    for (int l = 0; l < kStepBytes / 64; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+  }
+}
+
+// One activation row against a whole tiled group in one pass (each row's accumulation as
+// float_dot_row<L, 1, 4>'s, so the same bits): the group's lines are read once, in order.
+template <class L>
+void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, float* y, bool stream) {
+  __m256 lo[kFloatDotW], hi[kFloatDotW];
+  #pragma GCC unroll 4
+  for (int r = 0; r < kFloatDotW; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < cols; k += 16) {
+    float_group_prefetch<L>(g, k, stream);
+    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    #pragma GCC unroll 4
+    for (int r = 0; r < kFloatDotW; ++r) {
+      lo[r] = _mm256_fmadd_ps(L::load(g + kFloatDotW * k + 16 * r), x0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(L::load(g + kFloatDotW * k + 16 * r + 8), x1, hi[r]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int r = 0; r < kFloatDotW; ++r) {
+    const __m256 s8 = _mm256_add_ps(lo[r], hi[r]);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    y[r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+}
+
 template <class L>
 void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
-                    int /*flags*/) {
+                    int flags) {
   const auto* g = static_cast<const typename L::T*>(w);
+  if (nx == 1) return float_group_dot_x1<L>(g, x, cols, y, flags & kTileStream);
+  // Two or more rows are compute-bound on AVX2 (m = 16: 5x the GEMV's time); prefetching the
+  // group ahead of these passes made them 15% slower.
   for (int j = 0; j < kFloatDotW; ++j) {
     int i = 0;
     for (; i + 3 <= nx; i += 3) float_dot_row<L, 3, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
@@ -605,6 +647,13 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Byte j (0-3) of each 32-bit lane of v as an int16 row pair (v_j, v_j), for vpmaddwd.
+inline __m256i byte_row_pair(__m256i v, int j) {
+  const char a = char(j), z = char(0x80);
+  const __m128i pick = _mm_setr_epi8(a, z, a, z, char(a + 4), z, char(a + 4), z, char(a + 8), z, char(a + 8), z,
+                                     char(a + 12), z, char(a + 12), z);
+  return _mm256_shuffle_epi8(v, _mm256_set_m128i(pick, pick));
+}
 
 // Software prefetch for the K-quant tiles, one quarter of a block's lines per call (a block
 // is computed in four parts, each issuing its share while the previous loads are in flight).
@@ -636,7 +685,6 @@ template <bool kQ5, int NX>
 __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys, int flags) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
-  const __m256i byte = _mm256_set1_epi32(0xFF);
   __m256 facc[2][NX];
   #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) facc[0][i] = facc[1][i] = _mm256_setzero_ps();
@@ -648,52 +696,54 @@ __attribute__((noinline)) void q45k_tile_rows(const uint8_t* tile, int64_t nb, c
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
       const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
       const Q45kScales scales = q45k_decode_scales(blk, hb);
-      __m256i mins[4];
-      q45k_min_pairs(scales, mins);
-      __m256i isum[NX], smin[NX];
+      __m256i isum[NX];
       const BlockQ8_K* xb[NX];
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
-        int32_t s32[8];
-        for (int j = 0; j < 8; ++j) s32[j] = xb[i]->bsums[2 * j] + xb[i]->bsums[2 * j + 1];
-        auto pair = [](int32_t lo, int32_t hi) { return _mm256_set1_epi32(int32_t((uint32_t(lo) & 0xFFFF) | (uint32_t(hi) << 16))); };
-        smin[i] = _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_madd_epi16(mins[0], pair(s32[0], s32[2])), _mm256_madd_epi16(mins[1], pair(s32[1], s32[3]))),
-            _mm256_add_epi32(_mm256_madd_epi16(mins[2], pair(s32[4], s32[6])), _mm256_madd_epi16(mins[3], pair(s32[5], s32[7]))));
         isum[i] = _mm256_setzero_si256();
       }
+      // Per sub-block, the maddubs pair sums of kRun quads are added in int16 (Q4_K codes <= 15,
+      // Q5_K <= 31, |activation| <= 128: 8 x 2 x 15 x 128 and 4 x 2 x 31 x 128 stay below 2^15)
+      // and one vpmaddwd by the scale row pair widens and scales them: the same exact integers
+      // as widening every quad and multiplying the sum (vpmulld), in fewer instructions.
+      constexpr int kRun = kQ5 ? 4 : 8;
       #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         if (half == 0) kquant_prefetch_quarter<kBlockBytes>(blk, nb, flags, c);
         const __m256i src = c < 2 ? scales.sc_lo : scales.sc_hi;
-        const int sh = 16 * (c % 2);
-        const __m256i sc_a = _mm256_and_si256(_mm256_srli_epi32(src, sh), byte);
-        const __m256i sc_b = _mm256_and_si256(_mm256_srli_epi32(src, sh + 8), byte);
-        __m256i sa[NX], sb[NX];
-        #pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm256_setzero_si256();
-        #pragma GCC unroll 8
-        for (int l4 = 0; l4 < 8; ++l4) {
-          __m256i lo, hi;
-          q45k_decode_codes<kQ5>(load32(blk + kCodes + (c * 8 + l4) * 64 + hb),
-                                 kQ5 ? load32(blk + 256 + l4 * 64 + hb) : _mm256_setzero_si256(), c, lo, hi);
+        const __m256i sc_a = byte_row_pair(src, 2 * (c % 2)), sc_b = byte_row_pair(src, 2 * (c % 2) + 1);
+        #pragma GCC unroll 2
+        for (int l0 = 0; l0 < 8; l0 += kRun) {
+          __m256i sa[NX], sb[NX];
+          #pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) sa[i] = sb[i] = _mm256_setzero_si256();
+          #pragma GCC unroll 8
+          for (int l4 = l0; l4 < l0 + kRun; ++l4) {
+            __m256i lo, hi;
+            q45k_decode_codes<kQ5>(load32(blk + kCodes + (c * 8 + l4) * 64 + hb),
+                                   kQ5 ? load32(blk + 256 + l4 * 64 + hb) : _mm256_setzero_si256(), c, lo, hi);
+            #pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) {
+              sa[i] = _mm256_add_epi16(sa[i], _mm256_maddubs_epi16(lo, bcast4(xb[i]->qs + 64 * c + 4 * l4)));
+              sb[i] = _mm256_add_epi16(sb[i], _mm256_maddubs_epi16(hi, bcast4(xb[i]->qs + 64 * c + 32 + 4 * l4)));
+            }
+          }
           #pragma GCC unroll 16
           for (int i = 0; i < NX; ++i) {
-            sa[i] = dot4(sa[i], lo, bcast4(xb[i]->qs + 64 * c + 4 * l4));
-            sb[i] = dot4(sb[i], hi, bcast4(xb[i]->qs + 64 * c + 32 + 4 * l4));
+            isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(sa[i], sc_a), _mm256_madd_epi16(sb[i], sc_b)));
           }
         }
-        #pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) {
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_mullo_epi32(sa[i], sc_a), _mm256_mullo_epi32(sb[i], sc_b)));
-        }
       }
+      // The mins' term after the codes' (fewer vectors live through the loop above).
+      __m256i mins[4];
+      q45k_min_pairs(scales, mins);
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
+        const __m256i smin = q45k_sum_mins(mins, xb[i]->bsums);
         const __m256 dx = _mm256_set1_ps(xb[i]->d);
         const __m256 d = _mm256_mul_ps(dx, dw), dm = _mm256_mul_ps(dx, dmw);
-        const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(smin[i])));
+        const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(smin)));
         facc[half][i] = _mm256_add_ps(facc[half][i], t);
       }
     }

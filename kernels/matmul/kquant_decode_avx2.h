@@ -57,6 +57,19 @@ static inline void q45k_min_pairs(const Q45kScales& s, __m256i mins[4]) {
   mins[3] = _mm256_and_si256(_mm256_srli_epi32(s.m_hi, 8), w16);
 }
 
+// sum_j m_j bsum_j per row lane, bsum_j the activation's 32-value sums (from its 16 16-value
+// sums, which hadd pairs without overflow: |bsum_j| <= 32 x 127), in the mins' pair order.
+static inline __m256i q45k_sum_mins(const __m256i mins[4], const int16_t bsums16[16]) {
+  const __m128i pair_order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+  const __m128i sums = _mm_shuffle_epi8(_mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums16)),
+                                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums16 + 8))),
+                                        pair_order);
+  const __m256i all = _mm256_broadcastsi128_si256(sums);
+  return _mm256_add_epi32(
+      _mm256_add_epi32(_mm256_madd_epi16(mins[0], _mm256_shuffle_epi32(all, 0x00)), _mm256_madd_epi16(mins[1], _mm256_shuffle_epi32(all, 0x55))),
+      _mm256_add_epi32(_mm256_madd_epi16(mins[2], _mm256_shuffle_epi32(all, 0xAA)), _mm256_madd_epi16(mins[3], _mm256_shuffle_epi32(all, 0xFF))));
+}
+
 // Q4_K / Q5_K: the codes of sub-blocks 2 c (lo) and 2 c + 1 (hi) from a qs unit v (and for
 // Q5_K the qh unit h of the same quad).
 template <bool kQ5>

@@ -347,51 +347,69 @@ TEST(Matmul, KQuantTilesHoldEachRowsBlocks) {
   }
 }
 
+// Every code of a row-major Q4_K / Q5_K / Q6_K matrix at its largest value (15, 31, 63): the
+// code bytes of each ggml block are Q4_K [16, 144), Q5_K [16, 176) (qh, qs), Q6_K [0, 192)
+// (ql, qh); the scales and d stay as they were.
+void saturate_kquant_codes(TestMatrix& w, int64_t blocks_per_row) {
+  const size_t bb = size_t(row_bytes(w.type, w.cols)) / size_t(blocks_per_row);
+  const size_t first = w.type == DType::Q6_K ? 0 : 16, last = w.type == DType::Q6_K ? 192 : bb;
+  for (size_t b = 0; b < w.bytes.size() / bb; ++b) std::memset(w.bytes.data() + b * bb + first, 0xFF, last - first);
+}
+
 TEST(Matmul, KQuantTileKernelsGiveTheScalarBitsForEveryRowCountAndHint) {
   // The tile kernels straight from the tables: one tile and two tiles a call
   // (kquant_tile2_dot, where the table has it: scalar and AVX-512, which must), 1..kKQuantTileActs
   // activation rows, every prefetch hint, against the
   // scalar table's single-tile kernel (row r's blocks read back out of the tile, the row
-  // kernel's arithmetic). Odd activation strides and 1 / 3 / 9 blocks.
+  // kernel's arithmetic). Odd activation strides and 1 / 3 / 9 blocks. "saturated": every code
+  // at its largest value and the activations at +-127 (the AVX2 kernels add pair sums in int16
+  // as far as this worst case allows: a longer run would wrap and change the bits).
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int kind = dot_kind(t).index;
     for (int64_t nb : {1, 3, 9}) {
-      const int64_t cols = 256 * nb;
-      const TestMatrix w = random_matrix(t, 2 * kTileRows, cols, uint32_t(7 * nb + kind));
-      const size_t rb = size_t(row_bytes(t, cols)), tile_bytes = kTileRows * rb;
-      std::vector<uint8_t> tiles(2 * tile_bytes + 64);
-      for (int k = 0; k < 2; ++k) pack_kquant_tile(t, w.bytes.data() + k * tile_bytes, rb, nb, tiles.data() + k * tile_bytes);
-      const size_t xs = q8_k_row_stride(cols) + 64;  // not the matmul driver's stride
-      std::vector<uint8_t> xq(xs * kKQuantTileActs);
-      const std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 100));
-      for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
-      for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
-        const size_t ys = 2 * kTileRows + 3;
-        std::vector<float> expected(ys * size_t(nx), -1.0f);
-        for (int k = 0; k < 2; ++k) {
-          kernels_for(Isa::Scalar).kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx,
-                                                       expected.data() + k * kTileRows, ys, 0);
+      for (bool saturated : {false, true}) {
+        const int64_t cols = 256 * nb;
+        TestMatrix w = random_matrix(t, 2 * kTileRows, cols, uint32_t(7 * nb + kind));
+        const size_t rb = size_t(row_bytes(t, cols)), tile_bytes = kTileRows * rb;
+        if (saturated) saturate_kquant_codes(w, nb);
+        std::vector<uint8_t> tiles(2 * tile_bytes + 64);
+        for (int k = 0; k < 2; ++k) pack_kquant_tile(t, w.bytes.data() + k * tile_bytes, rb, nb, tiles.data() + k * tile_bytes);
+        const size_t xs = q8_k_row_stride(cols) + 64;  // not the matmul driver's stride
+        std::vector<uint8_t> xq(xs * kKQuantTileActs);
+        std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 100));
+        if (saturated) {
+          for (size_t k = 0; k < x.size(); ++k) x[k] = (k / size_t(cols)) % 2 ? -1.0f : 1.0f;
         }
-        for (Isa isa : supported_isas()) {
-          const KernelTable& kt = kernels_for(isa);
-          if (isa != Isa::Avx2) {
-            EXPECT_NE(kt.kquant_tile2_dot[kind], nullptr) << isa_label(isa);
+        for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
+        for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
+          const size_t ys = 2 * kTileRows + 3;
+          std::vector<float> expected(ys * size_t(nx), -1.0f);
+          for (int k = 0; k < 2; ++k) {
+            kernels_for(Isa::Scalar).kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx,
+                                                         expected.data() + k * kTileRows, ys, 0);
           }
-          for (int flags : {0, kTileStream, kTilePrefetchNext}) {
-            const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
-                                     " nx=" + std::to_string(nx) + " flags=" + std::to_string(flags);
-            std::vector<float> pair(expected.size(), -1.0f), single(expected.size(), -1.0f);
-            if (kt.kquant_tile2_dot[kind] != nullptr) {  // optional (AVX2 has none)
-              kt.kquant_tile2_dot[kind](tiles.data(), nb, xq.data(), xs, nx, pair.data(), ys, flags);
-            } else {
-              pair = expected;
+          for (Isa isa : supported_isas()) {
+            const KernelTable& kt = kernels_for(isa);
+            if (isa != Isa::Avx2) {
+              EXPECT_NE(kt.kquant_tile2_dot[kind], nullptr) << isa_label(isa);
             }
-            for (int k = 0; k < 2; ++k) {
-              kt.kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx, single.data() + k * kTileRows,
-                                       ys, flags);
+            for (int flags : {0, kTileStream, kTilePrefetchNext}) {
+              const std::string what = isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
+                                       " nx=" + std::to_string(nx) + " flags=" + std::to_string(flags) +
+                                       (saturated ? " saturated" : "");
+              std::vector<float> pair(expected.size(), -1.0f), single(expected.size(), -1.0f);
+              if (kt.kquant_tile2_dot[kind] != nullptr) {  // optional (AVX2 has none)
+                kt.kquant_tile2_dot[kind](tiles.data(), nb, xq.data(), xs, nx, pair.data(), ys, flags);
+              } else {
+                pair = expected;
+              }
+              for (int k = 0; k < 2; ++k) {
+                kt.kquant_tile_dot[kind](tiles.data() + k * tile_bytes, nb, xq.data(), xs, nx, single.data() + k * kTileRows,
+                                         ys, flags);
+              }
+              expect_same_bits(pair, expected, "pair " + what);
+              expect_same_bits(single, expected, "single " + what);
             }
-            expect_same_bits(pair, expected, "pair " + what);
-            expect_same_bits(single, expected, "single " + what);
           }
         }
       }
@@ -404,37 +422,40 @@ TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
   // (kernel_table.h; AVX2, which must): a tile unpacked once, then the unpacked kernel, gives
   // the scalar tile kernel's bits for every activation row count. (The matmul driver's use of
   // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 8.) Odd strides, 1 / 3 / 9 blocks, and
-  // two activation rows at the int8 extremes (large int16 pair sums; the bound that keeps them
-  // below 2^15 is argued in kquant_unpacked_avx2.cpp, not reached by random codes).
+  // two activation rows at the int8 extremes, against random codes and every code at its
+  // largest value ("saturated": int16 pair sums near the bound argued in kquant_unpacked_avx2.cpp).
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int kind = dot_kind(t).index;
     for (int64_t nb : {1, 3, 9}) {
-      const int64_t cols = 256 * nb;
-      const TestMatrix w = random_matrix(t, kTileRows, cols, uint32_t(11 * nb + kind));
-      const size_t rb = size_t(row_bytes(t, cols));
-      std::vector<uint8_t> tile(w.bytes.size());
-      pack_kquant_tile(t, w.bytes.data(), rb, nb, tile.data());
-      const size_t xs = q8_k_row_stride(cols) + 64;
-      std::vector<uint8_t> xq(xs * kKQuantTileActs);
-      std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 200));
-      for (int64_t k = 0; k < cols; ++k) x[k] = k % 2 ? 1.0f : -1.0f;       // row 0: +-127
-      for (int64_t k = 0; k < cols; ++k) x[cols + k] = k % 3 ? -1.0f : 0.5f;  // row 1: -127 mostly
-      for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
-      for (Isa isa : supported_isas()) {
-        const KernelTable& kt = kernels_for(isa);
-        if (isa == Isa::Avx2) {
-          ASSERT_NE(kt.kquant_unpacked_dot[kind], nullptr) << dtype_name(t);
-        }
-        if (kt.kquant_unpacked_dot[kind] == nullptr) continue;
-        std::vector<uint8_t> unpacked(size_t(nb) * kKQuantUnpackedBlockBytes[kind]);
-        kt.kquant_unpack[kind](tile.data(), nb, unpacked.data());
-        for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
-          const size_t ys = kTileRows + 5;
-          std::vector<float> expected(ys * size_t(nx), -1.0f), got(expected.size(), -1.0f);
-          kernels_for(Isa::Scalar).kquant_tile_dot[kind](tile.data(), nb, xq.data(), xs, nx, expected.data(), ys, 0);
-          kt.kquant_unpacked_dot[kind](unpacked.data(), nb, xq.data(), xs, nx, got.data(), ys);
-          expect_same_bits(got, expected, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
-                                              " nx=" + std::to_string(nx));
+      for (bool saturated : {false, true}) {
+        const int64_t cols = 256 * nb;
+        TestMatrix w = random_matrix(t, kTileRows, cols, uint32_t(11 * nb + kind));
+        const size_t rb = size_t(row_bytes(t, cols));
+        if (saturated) saturate_kquant_codes(w, nb);
+        std::vector<uint8_t> tile(w.bytes.size());
+        pack_kquant_tile(t, w.bytes.data(), rb, nb, tile.data());
+        const size_t xs = q8_k_row_stride(cols) + 64;
+        std::vector<uint8_t> xq(xs * kKQuantTileActs);
+        std::vector<float> x = random_floats(cols * kKQuantTileActs, uint32_t(nb + 200));
+        for (int64_t k = 0; k < cols; ++k) x[k] = k % 2 ? 1.0f : -1.0f;       // row 0: +-127
+        for (int64_t k = 0; k < cols; ++k) x[cols + k] = k % 3 ? -1.0f : 0.5f;  // row 1: -127 mostly
+        for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
+        for (Isa isa : supported_isas()) {
+          const KernelTable& kt = kernels_for(isa);
+          if (isa == Isa::Avx2) {
+            ASSERT_NE(kt.kquant_unpacked_dot[kind], nullptr) << dtype_name(t);
+          }
+          if (kt.kquant_unpacked_dot[kind] == nullptr) continue;
+          std::vector<uint8_t> unpacked(size_t(nb) * kKQuantUnpackedBlockBytes[kind]);
+          kt.kquant_unpack[kind](tile.data(), nb, unpacked.data());
+          for (int nx = 1; nx <= kKQuantTileActs; ++nx) {
+            const size_t ys = kTileRows + 5;
+            std::vector<float> expected(ys * size_t(nx), -1.0f), got(expected.size(), -1.0f);
+            kernels_for(Isa::Scalar).kquant_tile_dot[kind](tile.data(), nb, xq.data(), xs, nx, expected.data(), ys, 0);
+            kt.kquant_unpacked_dot[kind](unpacked.data(), nb, xq.data(), xs, nx, got.data(), ys);
+            expect_same_bits(got, expected, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb) +
+                                                " nx=" + std::to_string(nx) + (saturated ? " saturated" : ""));
+          }
         }
       }
     }
