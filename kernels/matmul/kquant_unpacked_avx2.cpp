@@ -1,7 +1,7 @@
 // AVX2: K-quant tiles (Q4_K, Q5_K, Q6_K) unpacked once per matmul, and the kernels that sweep
 // them with activation rows (kernel_table.h, "K-quant tiles unpacked"). The matmul driver uses
-// them with 8 or more activation rows (batched decode, prefill); the GEMV keeps the tile
-// kernels of dot_avx2.cpp, which read the packed tile straight from DRAM.
+// them from a few activation rows on (batched decode, prefill; kUnpackMinRows in matmul.cpp);
+// the GEMV keeps the tile kernels of dot_avx2.cpp, which read the packed tile straight from DRAM.
 //
 // Why: the tile kernels unpack codes and scales again for every 4 activation rows, and on
 // AVX2 the integer multiply of each 16- or 32-value sum by its scale (vpmulld) costs as much

@@ -307,7 +307,8 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
           }
-          for (int64_t m : {1, 3, 8, 9, 16, 20, 37}) {  // >= 8: K-quants unpacked (AVX2); 37: prefill order
+          // AVX2 unpacks K-quant tiles from m = 3 (Q5_K), 4 (Q4_K), 8 (Q6_K); 37: prefill order.
+          for (int64_t m : {1, 3, 4, 8, 9, 16, 20, 37}) {
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
             for (Isa isa : supported_isas()) {
@@ -421,7 +422,7 @@ TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
   // The batched-decode and prefill path of Q4_K / Q5_K / Q6_K where the ISA has it
   // (kernel_table.h; AVX2, which must): a tile unpacked once, then the unpacked kernel, gives
   // the scalar tile kernel's bits for every activation row count. (The matmul driver's use of
-  // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 8.) Odd strides, 1 / 3 / 9 blocks, and
+  // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 3.) Odd strides, 1 / 3 / 9 blocks, and
   // two activation rows at the int8 extremes, against random codes and every code at its
   // largest value ("saturated": int16 pair sums near the bound argued in kquant_unpacked_avx2.cpp).
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
