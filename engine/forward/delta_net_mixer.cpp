@@ -33,7 +33,9 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
     max_value_heads_ = std::max(max_value_heads_, s.ssm_value_heads);
     max_conv_kernel_ = std::max(max_conv_kernel_, s.ssm_conv_kernel);
   }
-  conv_taps_.resize(size_t(max_conv_kernel_) * max_conv_dim_);
+  for (const LayerSpec& s : config.layers) {
+    if (s.mixer == MixerKind::GatedDeltaNet) conv_taps_.resize(std::max<size_t>(conv_taps_.size(), size_t(s.recurrent_ordinal) + 1));
+  }
   conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
   conv_ones_.resize(size_t(max_conv_dim_));
   std::fill(conv_ones_.data, conv_ones_.data + max_conv_dim_, 1.0f);
@@ -153,10 +155,14 @@ void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const De
   const int32_t C = spec.ssm_conv_dim(), K = spec.ssm_conv_kernel, ord = spec.recurrent_ordinal;
   // Taps as [K][C] and a zero row, so the loops below run along channels (contiguous rows);
   // each output still sums its K terms in tap order, as the per-channel form did.
-  for (int64_t ch = 0; ch < C; ++ch) {
-    for (int32_t k = 0; k < K; ++k) conv_taps_.data[int64_t{k} * C + ch] = w.conv[ch * K + k];
+  std::vector<float>& layer_taps = conv_taps_[size_t(ord)];
+  if (layer_taps.empty()) {
+    layer_taps.resize(size_t(K) * size_t(C));
+    for (int64_t ch = 0; ch < C; ++ch) {
+      for (int32_t k = 0; k < K; ++k) layer_taps[size_t(int64_t{k} * C + ch)] = w.conv[ch * K + k];
+    }
   }
-  const float* taps = conv_taps_.data;
+  const float* taps = layer_taps.data();
   const float* zeros = conv_zeros_.data;
   for (const BatchSequence& seq : ctx.batch.sequences) {
     if (seq.n_tokens == 0) continue;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/forward/step_context.h"
@@ -54,7 +55,11 @@ class DeltaNetMixer {
   // [tokens, n_embd | conv_dim | conv_dim | value_dim | 2 nv | nv | nv | nv | value_dim]
   AlignedBuffer h_, qkv_, conv_, z_, ba_, alpha_, g_, beta_, o_;
   AlignedBuffer qkvz_;        // [tokens, conv_dim + value_dim]: a fused in_proj_qkvz's output (HF qwen3_next)
-  AlignedBuffer conv_taps_;   // [K][conv_dim]: the layer's conv taps, transposed per call
+  // Per delta-net layer (recurrent ordinal): its conv taps as [K][conv_dim], transposed on the
+  // layer's first step (a layer's taps never change, resident or streamed; K x conv_dim floats
+  // a layer, 96 KiB at Qwen3.5-0.8B's shape). Transposing on every step cost a single-threaded
+  // pass per layer and token.
+  std::vector<std::vector<float>> conv_taps_;
   AlignedBuffer conv_zeros_;  // [conv_dim] zeros: the conv window before position 0
   AlignedBuffer conv_ones_;   // [conv_dim] ones: the conv's SiLU as kernels::silu_mul(u, 1)
 };
