@@ -43,7 +43,7 @@ void add_residency_flags(CLI::App& cmd, ResidencyFlags& f) {
       ->capture_default_str();
   cmd.add_option("--read-mode", f.read_mode,
                  "How streamed weights are read: auto (buffered, unless a probe of the model file at "
-                 "start finds O_DIRECT 1.5x faster), direct (O_DIRECT) or buffered (page cache, dropped "
+                 "start finds O_DIRECT 1.1x faster), direct (O_DIRECT) or buffered (page cache, dropped "
                  "after use)")
       ->envname("SPILLWAY_READ_MODE")
       ->check(CLI::IsMember({"auto", "direct", "buffered"}))
