@@ -119,10 +119,9 @@ struct LoadBF16 {
   }
 };
 
-// One weight row against NX activation rows, lanes 0-7 and 8-15 of FloatDotFn's 16 in two
-// vectors.
-// kMul 4: a row of a tiled group (values k..k+15 at w + 4k), cols a multiple of 16.
-template <class L, int NX, int kMul = 1>
+// One row-major weight row against NX activation rows, lanes 0-7 and 8-15 of FloatDotFn's 16
+// in two vectors.
+template <class L, int NX>
 void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
   __m256 lo[NX], hi[NX];
   #pragma GCC unroll 16
@@ -132,7 +131,7 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
-    const __m256 w0 = L::load(w + kMul * k), w1 = L::load(w + kMul * k + 8);
+    const __m256 w0 = L::load(w + k), w1 = L::load(w + k + 8);
     #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       lo[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * xs + k), lo[i]);
@@ -174,7 +173,7 @@ inline void float_group_prefetch(const typename L::T* g, int64_t k, bool stream)
 }
 
 // One activation row against a whole tiled group in one pass (each row's accumulation as
-// float_dot_row<L, 1, 4>'s, so the same bits): the group's lines are read once, in order.
+// FloatDotFn's order, as float_dot_row's, so the same bits): the group's lines are read once, in order.
 template <class L>
 void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, float* y, bool stream) {
   __m256 lo[kFloatDotW], hi[kFloatDotW];
@@ -198,18 +197,54 @@ void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, fl
   }
 }
 
+// Rows j, j + 1 of a tiled group against NX (1, 2) activation rows: each weight vector is
+// widened once for NX rows and each activation vector loaded once for two weight rows (the
+// row-at-a-time passes loaded every activation vector once per weight row, from L2 when the
+// rows are wide). Per output, FloatDotFn's fma order (kernel_table.h): the same bits.
+template <class L, int NX>
+void float_pair_dot(const typename L::T* g, int j, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
+  __m256 lo[2][NX], hi[2][NX];
+  #pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    #pragma GCC unroll 4
+    for (int i = 0; i < NX; ++i) lo[r][i] = hi[r][i] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < cols; k += 16) {
+    const typename L::T* p = g + kFloatDotW * k + 16 * j;
+    const __m256 w00 = L::load(p), w01 = L::load(p + 8), w10 = L::load(p + 16), w11 = L::load(p + 24);
+    #pragma GCC unroll 4
+    for (int i = 0; i < NX; ++i) {
+      const __m256 x0 = _mm256_loadu_ps(x + i * xs + k), x1 = _mm256_loadu_ps(x + i * xs + k + 8);
+      lo[0][i] = _mm256_fmadd_ps(w00, x0, lo[0][i]);
+      hi[0][i] = _mm256_fmadd_ps(w01, x1, hi[0][i]);
+      lo[1][i] = _mm256_fmadd_ps(w10, x0, lo[1][i]);
+      hi[1][i] = _mm256_fmadd_ps(w11, x1, hi[1][i]);
+    }
+  }
+  #pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    #pragma GCC unroll 4
+    for (int i = 0; i < NX; ++i) {
+      const __m256 s8 = _mm256_add_ps(lo[r][i], hi[r][i]);
+      const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+      const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+      y[i * ys + j + r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+    }
+  }
+}
+
 template <class L>
 void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
                     int flags) {
   const auto* g = static_cast<const typename L::T*>(w);
   if (nx == 1) return float_group_dot_x1<L>(g, x, cols, y, flags & kTileStream);
-  // Two or more rows are compute-bound on AVX2 (m = 16: 5x the GEMV's time); prefetching the
-  // group ahead of these passes made them 15% slower.
-  for (int j = 0; j < kFloatDotW; ++j) {
+  // Two or more rows: pairs of weight rows x pairs of activation rows, compute-bound on AVX2
+  // (m = 16: 4-5x the GEMV's time), so no prefetch (ahead of the former row-at-a-time passes
+  // it made m = 16 15% slower).
+  for (int j = 0; j < kFloatDotW; j += 2) {
     int i = 0;
-    for (; i + 3 <= nx; i += 3) float_dot_row<L, 3, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
-    if (nx - i == 2) float_dot_row<L, 2, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
-    if (nx - i == 1) float_dot_row<L, 1, 4>(g + 16 * j, x + i * xs, xs, cols, y + i * ys + j, ys);
+    for (; i + 2 <= nx; i += 2) float_pair_dot<L, 2>(g, j, x + i * xs, xs, cols, y + i * ys, ys);
+    if (i < nx) float_pair_dot<L, 1>(g, j, x + i * xs, xs, cols, y + i * ys, ys);
   }
 }
 

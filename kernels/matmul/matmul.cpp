@@ -226,9 +226,10 @@ bool kquant_tiled(const WeightMatrix& w) { return w.layout == WeightLayout::Tile
 // (kernel_table.h): a unit's tiles are unpacked once into a per-thread buffer of at most
 // kUnpackedUnitBytes (or one tile), which stays in L2 beside a block of activation rows while
 // every block sweeps it (bench/README.md, "K-quant tiles unpacked once per matmul").
-// kUnpackMinRows by kind (Q4_K, Q6_K, Q5_K): from 4 (Q4_K) or 3 (Q5_K) rows the tile kernels lose to
-// unpacking (their 3-4 row passes run at a fraction of the GEMV's rate); the Q6_K tile kernel
-// wins up to 7 rows streamed from DRAM (bench/README.md, "Few activation rows").
+// kUnpackMinRows by kind (Q4_K, Q6_K, Q5_K): from 4 (Q4_K) or 3 (Q5_K) rows the tile kernels
+// lose to unpacking (their 3-4 row passes run at a fraction of the GEMV's rate); the Q6_K tile
+// kernel wins up to 7 rows streamed from DRAM (bench/README.md, "AVX2 float GEMV, few
+// activation rows, ...", part 3).
 constexpr int64_t kUnpackedUnitBytes = 192 << 10;
 constexpr int64_t kUnpackMinRows[3] = {4, 8, 3};
 
