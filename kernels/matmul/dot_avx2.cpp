@@ -172,8 +172,8 @@ inline void float_group_prefetch(const typename L::T* g, int64_t k, bool stream)
   }
 }
 
-// One activation row against a whole tiled group in one pass (each row's accumulation as
-// FloatDotFn's order, as float_dot_row's, so the same bits): the group's lines are read once, in order.
+// One activation row against a whole tiled group in one pass, the group's lines read once and
+// in order. Each row accumulates in FloatDotFn's order, as float_dot_row does: the same bits.
 template <class L>
 void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, float* y, bool stream) {
   __m256 lo[kFloatDotW], hi[kFloatDotW];
