@@ -32,9 +32,7 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
     max_value_dim_ = std::max(max_value_dim_, s.ssm_value_dim());
     max_value_heads_ = std::max(max_value_heads_, s.ssm_value_heads);
     max_conv_kernel_ = std::max(max_conv_kernel_, s.ssm_conv_kernel);
-  }
-  for (const LayerSpec& s : config.layers) {
-    if (s.mixer == MixerKind::GatedDeltaNet) conv_taps_.resize(std::max<size_t>(conv_taps_.size(), size_t(s.recurrent_ordinal) + 1));
+    conv_taps_.resize(std::max<size_t>(conv_taps_.size(), size_t(s.recurrent_ordinal) + 1));
   }
   conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
   conv_ones_.resize(size_t(max_conv_dim_));

@@ -34,6 +34,15 @@ inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), 
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+// FloatDotFn's reduction of its 16 lanes (lanes 0-7 in lo, 8-15 in hi): s8 = lo + hi, then
+// halves added down to one value (kernel_table.h).
+inline float reduce_16_lanes(__m256 lo, __m256 hi) {
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
 // Four vectors of 8 int32 (each within int8 range) -> 32 int8 in element order.
 inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b);
@@ -150,12 +159,7 @@ void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t co
     }
   }
   #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) {
-    const __m256 s8 = _mm256_add_ps(lo[i], hi[i]);
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    y[i * ys] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-  }
+  for (int i = 0; i < NX; ++i) y[i * ys] = reduce_16_lanes(lo[i], hi[i]);
 }
 
 // Prefetch for a tiled float group streaming from memory, one k step's share (16 values of
@@ -189,12 +193,7 @@ void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, fl
     }
   }
   #pragma GCC unroll 4
-  for (int r = 0; r < kFloatDotW; ++r) {
-    const __m256 s8 = _mm256_add_ps(lo[r], hi[r]);
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    y[r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-  }
+  for (int r = 0; r < kFloatDotW; ++r) y[r] = reduce_16_lanes(lo[r], hi[r]);
 }
 
 // Rows j, j + 1 of a tiled group against NX (1, 2) activation rows: each weight vector is
@@ -224,12 +223,7 @@ void float_pair_dot(const typename L::T* g, int j, const float* x, size_t xs, in
   #pragma GCC unroll 2
   for (int r = 0; r < 2; ++r) {
     #pragma GCC unroll 4
-    for (int i = 0; i < NX; ++i) {
-      const __m256 s8 = _mm256_add_ps(lo[r][i], hi[r][i]);
-      const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-      const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      y[i * ys + j + r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-    }
+    for (int i = 0; i < NX; ++i) y[i * ys + j + r] = reduce_16_lanes(lo[r][i], hi[r][i]);
   }
 }
 
@@ -682,13 +676,6 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-// Byte j (0-3) of each 32-bit lane of v as an int16 row pair (v_j, v_j), for vpmaddwd.
-inline __m256i byte_row_pair(__m256i v, int j) {
-  const char a = char(j), z = char(0x80);
-  const __m128i pick = _mm_setr_epi8(a, z, a, z, char(a + 4), z, char(a + 4), z, char(a + 8), z, char(a + 8), z,
-                                     char(a + 12), z, char(a + 12), z);
-  return _mm256_shuffle_epi8(v, _mm256_set_m128i(pick, pick));
-}
 
 // Software prefetch for the K-quant tiles, one quarter of a block's lines per call (a block
 // is computed in four parts, each issuing its share while the previous loads are in flight).

@@ -47,6 +47,15 @@ static inline Q45kScales q45k_decode_scales(const uint8_t* block, size_t hb) {
                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(b, 6), m2), 4))};
 }
 
+// Byte j (0-3) of each 32-bit lane of v as an int16 row pair (v_j, v_j), for vpmaddwd (e.g. a
+// sub-block's scale of 8 rows from Q45kScales::sc_lo / sc_hi).
+static inline __m256i byte_row_pair(__m256i v, int j) {
+  const char a = char(j), z = char(0x80);
+  const __m128i pick = _mm_setr_epi8(a, z, a, z, char(a + 4), z, char(a + 4), z, char(a + 8), z, char(a + 8), z,
+                                     char(a + 12), z, char(a + 12), z);
+  return _mm256_shuffle_epi8(v, _mm256_set_m128i(pick, pick));
+}
+
 // The mins as int16 row pairs (m_0, m_2), (m_1, m_3), (m_4, m_6), (m_5, m_7): vpmaddwd against
 // the activation's 32-value sums paired the same way gives sum_j m_j bsum_j.
 static inline void q45k_min_pairs(const Q45kScales& s, __m256i mins[4]) {
@@ -57,8 +66,9 @@ static inline void q45k_min_pairs(const Q45kScales& s, __m256i mins[4]) {
   mins[3] = _mm256_and_si256(_mm256_srli_epi32(s.m_hi, 8), w16);
 }
 
-// sum_j m_j bsum_j per row lane, bsum_j the activation's 32-value sums (from its 16 16-value
-// sums, which hadd pairs without overflow: |bsum_j| <= 32 x 127), in the mins' pair order.
+// sum_j m_j bsum_j per row lane from the mins' row pairs (q45k_min_pairs, or the unpacked
+// copy of them), bsum_j the activation's 32-value sums: its 16 16-value sums added in pairs
+// (no overflow: |bsum_j| <= 32 x 127) and ordered as the mins' pairs (0,2) (1,3) (4,6) (5,7).
 static inline __m256i q45k_sum_mins(const __m256i mins[4], const int16_t bsums16[16]) {
   const __m128i pair_order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
   const __m128i sums = _mm_shuffle_epi8(_mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums16)),

@@ -143,17 +143,13 @@ template <bool kQ5>
 void q45k_unpack(const uint8_t* tile, int64_t nb, uint8_t* out) {
   constexpr size_t kBlockBytes = kTileRows * (kQ5 ? 176 : 144);
   constexpr size_t kCodes = kQ5 ? 768 : 256;
-  const __m256i byte = _mm256_set1_epi32(0xFF);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = tile + b * kBlockBytes;
     uint8_t* o = out + b * kKQuantUnpackedBlockBytes[0];
     #pragma GCC unroll 2
     for (size_t hb = 0; hb < 64; hb += 32) {
       const Q45kScales scales = q45k_decode_scales(blk, hb);
-      for (int j = 0; j < 8; ++j) {
-        const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? scales.sc_lo : scales.sc_hi, 8 * (j % 4)), byte);
-        store32(o + kQ45Scale + 64 * j + hb, row_pair(sc, sc));
-      }
+      for (int j = 0; j < 8; ++j) store32(o + kQ45Scale + 64 * j + hb, byte_row_pair(j < 4 ? scales.sc_lo : scales.sc_hi, j % 4));
       __m256i mins[4];
       q45k_min_pairs(scales, mins);
       for (int k = 0; k < 4; ++k) store32(o + kQ45Mins + 64 * k + hb, mins[k]);
@@ -178,8 +174,6 @@ void q45k_unpack(const uint8_t* tile, int64_t nb, uint8_t* out) {
 template <bool kQ5, int NX>
 void q45k_unpacked_rows(const uint8_t* u, int64_t nb, const uint8_t* x, size_t xs, float* y, size_t ys) {
   constexpr int kQuadsPerFlush = kQ5 ? 4 : 8;
-  // bsums of 16 -> sums of 32 (int16), ordered as the mins' pairs: (0,2) (1,3) (4,6) (5,7).
-  const __m128i pair_order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
   #pragma GCC unroll 2
   for (int h2 = 0; h2 < 2; ++h2) {
     const size_t hb = 32 * size_t(h2);
@@ -189,21 +183,13 @@ void q45k_unpacked_rows(const uint8_t* u, int64_t nb, const uint8_t* x, size_t x
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* ub = u + b * kKQuantUnpackedBlockBytes[0];
       const BlockQ8_K* xb[NX];
-      __m256i isum[NX], smin[NX];
+      __m256i isum[NX], smin[NX], mins[4];
+      #pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) mins[k] = load32(ub + kQ45Mins + 64 * k + hb);
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         xb[i] = reinterpret_cast<const BlockQ8_K*>(x + i * xs) + b;
-        const __m128i s32 = _mm_shuffle_epi8(
-            _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[i]->bsums)),
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[i]->bsums + 8))),
-            pair_order);
-        alignas(16) int32_t pairs[4];
-        _mm_store_si128(reinterpret_cast<__m128i*>(pairs), s32);
-        smin[i] = _mm256_setzero_si256();
-        #pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          smin[i] = _mm256_add_epi32(smin[i], _mm256_madd_epi16(load32(ub + kQ45Mins + 64 * k + hb), _mm256_set1_epi32(pairs[k])));
-        }
+        smin[i] = q45k_sum_mins(mins, xb[i]->bsums);
         isum[i] = _mm256_setzero_si256();
       }
       #pragma GCC unroll 1
