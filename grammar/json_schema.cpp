@@ -268,7 +268,10 @@ class SchemaCompiler {
     } else {
       types = kAllTypes;
     }
-    if (s.value("nullable", false)) types.push_back("null");
+    if (s.contains("nullable")) {
+      if (!s["nullable"].is_boolean()) return unsupported("nullable", ptr, "not a boolean");
+      if (s["nullable"].get<bool>()) types.push_back("null");
+    }
     bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
     if (s.contains("enum") || s.contains("const")) {
       std::vector<ojson> values;

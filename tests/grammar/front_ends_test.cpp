@@ -176,6 +176,23 @@ TEST(JsonSchema, RecursiveRefsAnyOfNullable) {
   EXPECT_FALSE(accepts(n, "1"));
 }
 
+// OpenAPI's "nullable": true adds null to the types; a non-boolean value is a schema error
+// (a value, not an exception: the fuzzer once found {"nullable":[]} aborting the process).
+TEST(JsonSchema, NullableAddsNullAndMustBeBoolean) {
+  auto g = schema(R"({"type":"integer","nullable":true})");
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_TRUE(accepts(g, "7"));
+  auto plain = schema(R"({"type":"integer","nullable":false})");
+  EXPECT_FALSE(accepts(plain, "null"));
+  for (const char* bad : {R"({"type":"integer","nullable":[]})", R"({"nullable":"yes"})",
+                          R"({"properties":{"a":{"nullable":1}}})"}) {
+    SchemaIssue issue;
+    auto r = json_schema_grammar(ojson::parse(bad), {}, &issue);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(issue.keyword, "nullable") << bad;
+  }
+}
+
 TEST(JsonSchema, AllOfOfObjectsIsMerged) {
   auto g = schema(R"({"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},
                                {"properties":{"b":{"type":"integer"}},"required":["b"]}]})");
