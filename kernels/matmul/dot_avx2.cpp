@@ -5,6 +5,7 @@
 // exact 256-block sums scaled once), so all are bit-identical to the scalar reference.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -196,34 +197,74 @@ void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, fl
   for (int r = 0; r < kFloatDotW; ++r) y[r] = reduce_16_lanes(lo[r], hi[r]);
 }
 
-// Rows j, j + 1 of a tiled group against NX (1, 2) activation rows: each weight vector is
-// widened once for NX rows and each activation vector loaded once for two weight rows (the
-// row-at-a-time passes loaded every activation vector once per weight row, from L2 when the
-// rows are wide). Per output, FloatDotFn's fma order (kernel_table.h): the same bits.
+// The kFloatDotW rows of a tiled group against NX (1-3) activation rows, lanes
+// [8 half, 8 half + 8) of each output's 16, over k in [k0, k1): acc[i * kFloatDotW + r]
+// carries output (r, i) in and out. Each weight vector is widened once for NX activation
+// rows and each activation vector loaded once for the four weight rows (12 accumulators at
+// NX = 3, the most the 16 registers hold). An output's two 8-lane chains (FloatDotFn's
+// order, kernel_table.h) never mix, so a pass per half keeps their order: the same bits.
 template <class L, int NX>
-void float_pair_dot(const typename L::T* g, int j, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
-  __m256 lo[2][NX], hi[2][NX];
-  #pragma GCC unroll 2
-  for (int r = 0; r < 2; ++r) {
+inline void float_group_half_dot(const typename L::T* g, int half, const float* x, size_t xs, int64_t k0,
+                                 int64_t k1, __m256* acc) {
+  __m256 a[NX][kFloatDotW];
+  #pragma GCC unroll 3
+  for (int i = 0; i < NX; ++i) {
     #pragma GCC unroll 4
-    for (int i = 0; i < NX; ++i) lo[r][i] = hi[r][i] = _mm256_setzero_ps();
+    for (int r = 0; r < kFloatDotW; ++r) a[i][r] = acc[i * kFloatDotW + r];
   }
-  for (int64_t k = 0; k < cols; k += 16) {
-    const typename L::T* p = g + kFloatDotW * k + 16 * j;
-    const __m256 w00 = L::load(p), w01 = L::load(p + 8), w10 = L::load(p + 16), w11 = L::load(p + 24);
+  const typename L::T* w = g + 8 * half;
+  const float* xh = x + 8 * half;
+  for (int64_t k = k0; k < k1; k += 16) {
+    __m256 xv[NX];
+    #pragma GCC unroll 3
+    for (int i = 0; i < NX; ++i) xv[i] = _mm256_loadu_ps(xh + i * xs + k);
     #pragma GCC unroll 4
-    for (int i = 0; i < NX; ++i) {
-      const __m256 x0 = _mm256_loadu_ps(x + i * xs + k), x1 = _mm256_loadu_ps(x + i * xs + k + 8);
-      lo[0][i] = _mm256_fmadd_ps(w00, x0, lo[0][i]);
-      hi[0][i] = _mm256_fmadd_ps(w01, x1, hi[0][i]);
-      lo[1][i] = _mm256_fmadd_ps(w10, x0, lo[1][i]);
-      hi[1][i] = _mm256_fmadd_ps(w11, x1, hi[1][i]);
+    for (int r = 0; r < kFloatDotW; ++r) {
+      const __m256 wv = L::load(w + kFloatDotW * k + 16 * r);
+      #pragma GCC unroll 3
+      for (int i = 0; i < NX; ++i) a[i][r] = _mm256_fmadd_ps(wv, xv[i], a[i][r]);
     }
   }
-  #pragma GCC unroll 2
-  for (int r = 0; r < 2; ++r) {
+  #pragma GCC unroll 3
+  for (int i = 0; i < NX; ++i) {
     #pragma GCC unroll 4
-    for (int i = 0; i < NX; ++i) y[i * ys + j + r] = reduce_16_lanes(lo[r][i], hi[r][i]);
+    for (int r = 0; r < kFloatDotW; ++r) acc[i * kFloatDotW + r] = a[i][r];
+  }
+}
+
+// Values of k per pass of float_group_dot_xn: the hi half's pass finds in L1 the activation
+// lines the lo half's pass brought in (at most kFloatDotX rows x 256 x 4 bytes = 6 KiB, and
+// the group's 4 x 256 weights). Whole-row passes of pairs of weight rows read every
+// activation row from L2 twice a group and ran the m = 16 GEMM at 31% of the FMA peak.
+constexpr int64_t kFloatChunk = 256;
+
+// A tiled group against 2..kFloatDotX activation rows, in triples of rows (two pairs where a
+// triple would leave one row alone).
+template <class L>
+void float_group_dot_xn(const typename L::T* g, const float* x, size_t xs, int nx, int64_t cols, float* y,
+                        size_t ys) {
+  __m256 acc[2][kFloatDotX * kFloatDotW];
+  for (auto& half : acc) {
+    for (__m256& v : half) v = _mm256_setzero_ps();
+  }
+  for (int64_t k0 = 0; k0 < cols; k0 += kFloatChunk) {
+    const int64_t k1 = std::min(cols, k0 + kFloatChunk);
+    for (int i = 0; i < nx;) {
+      const int n = nx - i == 4 ? 2 : std::min(3, nx - i);
+      for (int half = 0; half < 2; ++half) {
+        __m256* a = acc[half] + i * kFloatDotW;
+        if (n == 3) float_group_half_dot<L, 3>(g, half, x + i * xs, xs, k0, k1, a);
+        else if (n == 2) float_group_half_dot<L, 2>(g, half, x + i * xs, xs, k0, k1, a);
+        else float_group_half_dot<L, 1>(g, half, x + i * xs, xs, k0, k1, a);
+      }
+      i += n;
+    }
+  }
+  for (int i = 0; i < nx; ++i) {
+    #pragma GCC unroll 4
+    for (int r = 0; r < kFloatDotW; ++r) {
+      y[i * ys + r] = reduce_16_lanes(acc[0][i * kFloatDotW + r], acc[1][i * kFloatDotW + r]);
+    }
   }
 }
 
@@ -232,14 +273,10 @@ void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t co
                     int flags) {
   const auto* g = static_cast<const typename L::T*>(w);
   if (nx == 1) return float_group_dot_x1<L>(g, x, cols, y, flags & kTileStream);
-  // Two or more rows: pairs of weight rows x pairs of activation rows, compute-bound on AVX2
-  // (m = 16: 4-5x the GEMV's time), so no prefetch (ahead of the former row-at-a-time passes
-  // it made m = 16 15% slower).
-  for (int j = 0; j < kFloatDotW; j += 2) {
-    int i = 0;
-    for (; i + 2 <= nx; i += 2) float_pair_dot<L, 2>(g, j, x + i * xs, xs, cols, y + i * ys, ys);
-    if (i < nx) float_pair_dot<L, 1>(g, j, x + i * xs, xs, cols, y + i * ys, ys);
-  }
+  // Two or more rows: compute-bound on AVX2, so no prefetch (a prefetch of the next chunk's
+  // weights did not move m = 16 beyond the noise; one ahead of the former row-at-a-time
+  // passes made m = 16 15% slower).
+  float_group_dot_xn<L>(g, x, xs, nx, cols, y, ys);
 }
 
 template <class L>
