@@ -223,7 +223,7 @@ TEST(DiffusionExactTopK, RowSamplerMatchesThePlainPath) {
   }
 }
 
-std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
+using spillway::test_paths::testdata;
 
 struct TinyLlada {
   std::unique_ptr<Model> model;

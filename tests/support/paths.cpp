@@ -7,6 +7,8 @@ const std::string& testdata() {
   return path;
 }
 
+std::string testdata(const std::string& relative) { return testdata() + "/" + relative; }
+
 const std::string& source() {
   static const std::string path = SPILLWAY_SOURCE_DIR;
   return path;

@@ -9,6 +9,8 @@ namespace spillway::test_paths {
 
 // ../shared/testdata beside the checkout: the reference data (models, golden outputs, vocabs).
 const std::string& testdata();
+// testdata() + "/" + relative.
+std::string testdata(const std::string& relative);
 // The checkout's root (models/eval, tests/data, bench/, the fuzz corpus).
 const std::string& source();
 // The build tree: where tests write their scratch files.

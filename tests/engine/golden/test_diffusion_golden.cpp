@@ -50,7 +50,7 @@ struct DiffusionRecord {
   int32_t n_steps_run = 0;
 };
 
-std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
+using spillway::test_paths::testdata;
 
 std::vector<DiffusionRecord> read_records(const std::string& path) {
   std::ifstream in(path);

@@ -63,7 +63,7 @@ std::vector<GoldenCase> read_golden(const std::string& path) {
   return cases;
 }
 
-std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
+using spillway::test_paths::testdata;
 
 // Tolerances from the issue: F32/F16 top-5 within 0.01 and exact ids; quantized top-5
 // within 0.1 and ids compared only while llama.cpp's top1-top2 gap is >= 0.3 nats.

@@ -43,7 +43,7 @@ struct HybridModel {
   double argmax_gap;     // argmax must match where golden logprob gap > this
 };
 
-std::string testdata(const std::string& rel) { return spillway::test_paths::testdata() + "/" + rel; }
+using spillway::test_paths::testdata;
 
 std::vector<GoldenCase> read_golden(const std::string& path) {
   std::ifstream in(path);

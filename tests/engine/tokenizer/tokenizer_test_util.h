@@ -17,9 +17,7 @@
 
 namespace spillway::engine::test {
 
-inline std::string testdata(const std::string& rel) {
-  return spillway::test_paths::testdata() + "/" + rel;
-}
+using spillway::test_paths::testdata;
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
