@@ -1,6 +1,7 @@
 #include "engine/platform/read_mode_probe.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -49,6 +51,43 @@ Result<double> timed_parallel_read(const DirectReader& reader, uint64_t begin, u
     if (!e.empty()) return Error{e};
   }
   return seconds > 0 ? static_cast<double>(end - begin) / seconds : 0.0;
+}
+
+// Pages of [begin, end) of the open file `fd` in the page cache (mincore over a mapping,
+// which faults nothing in); 0 when the range cannot be mapped.
+size_t cached_pages(int fd, uint64_t begin, uint64_t end) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = begin / page * page;
+  const size_t length = static_cast<size_t>(end - first);
+  if (length == 0) return 0;
+  void* map = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(first));
+  if (map == MAP_FAILED) return 0;
+  std::vector<unsigned char> resident((length + page - 1) / page);
+  const bool ok = ::mincore(map, length, resident.data()) == 0;
+  ::munmap(map, length);
+  size_t n = 0;
+  for (unsigned char r : resident) n += r & 1;
+  return ok ? n : 0;
+}
+
+// Drops [begin, end) of `path` from the page cache. One DONTNEED is not enough after
+// concurrent buffered reads: a reader's asynchronous readahead can bring back pages another
+// reader already read and dropped, and pages still under that I/O are locked, so DONTNEED
+// skips them. Repeats, 1 ms apart, until mincore finds none of the range, or gives up after
+// 20 tries without fewer pages resident (tmpfs keeps every page: DONTNEED drops nothing there).
+void evict_from_page_cache(const std::string& path, uint64_t begin, uint64_t end) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  size_t fewest = SIZE_MAX;
+  for (int tries_without_progress = 0; tries_without_progress < 20;) {
+    ::posix_fadvise(fd, static_cast<off_t>(begin), static_cast<off_t>(end - begin), POSIX_FADV_DONTNEED);
+    const size_t resident = cached_pages(fd, begin, end);
+    if (resident == 0) break;
+    tries_without_progress = resident < fewest ? 0 : tries_without_progress + 1;
+    fewest = std::min(fewest, resident);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::close(fd);
 }
 
 }  // namespace
@@ -111,17 +150,12 @@ Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes,
       if (choice.direct_available) choice.direct_bytes_per_second = std::max(choice.direct_bytes_per_second, d);
     }
     // Evict the range so the buffered round reads the device too (DirectReader drops what
-    // it read after each request as well).
-    {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        ::posix_fadvise(fd, static_cast<off_t>(begin), static_cast<off_t>(size - begin), POSIX_FADV_DONTNEED);
-        ::close(fd);
-      }
-    }
+    // it read after each request as well, but readahead can bring some of it back).
+    evict_from_page_cache(path, begin, size);
     ASSIGN_OR_RETURN(const double b, timed_parallel_read(*buffered, begin, size, threads, chunk_bytes));
     choice.buffered_bytes_per_second = std::max(choice.buffered_bytes_per_second, b);
   }
+  evict_from_page_cache(path, begin, size);
   choice.direct = prefer_direct(choice.direct_available, choice.direct_bytes_per_second,
                                 choice.buffered_bytes_per_second);
   return choice;

@@ -47,8 +47,9 @@ uint64_t buffered_read_cache_bytes(const std::string& path, int32_t threads, uin
 
 // Reads the last `bytes` of `path` (at most its size) `rounds` times in each mode,
 // alternating, with `threads` requests of `chunk_bytes` in flight (the streamer's shape);
-// before every buffered round the range is dropped from the page cache (DONTNEED), so
-// both modes read the device. Picks by prefer_direct() on the best round of each mode.
+// before every buffered round and at the end the range is dropped from the page cache
+// (DONTNEED until none of it is resident), so both modes read the device and the probe
+// leaves nothing cached. Picks by prefer_direct() on the best round of each mode.
 // An Error when the file cannot be opened or read.
 Result<ReadModeChoice> choose_read_mode(const std::string& path, uint64_t bytes, int32_t threads = 4,
                                         uint64_t chunk_bytes = 2ull << 20, int32_t rounds = 2);
