@@ -13,6 +13,8 @@
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
 // Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
 // head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
+// issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
+// sets them against the matmuls).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -28,19 +30,19 @@
 #include "kernels/kernels.h"
 #include "kernels/probe/machine_probe.h"
 #include "kernels/thread_pool.h"
+#include "bench_pool.h"
 
 namespace spillway::kernels {
-namespace {
 
-int bench_threads() {
+ThreadPool& bench_pool() {
   const char* env = std::getenv("SPILLWAY_BENCH_THREADS");
-  return env && std::atoi(env) > 0 ? std::atoi(env) : physical_core_count();
-}
-
-ThreadPool& pool() {
-  static ThreadPool p(bench_threads());
+  static ThreadPool p(env && std::atoi(env) > 0 ? std::atoi(env) : physical_core_count());
   return p;
 }
+
+namespace {
+
+ThreadPool& pool() { return bench_pool(); }
 
 struct AlignedBytes {
   explicit AlignedBytes(size_t n) : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {}
