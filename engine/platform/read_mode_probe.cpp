@@ -54,7 +54,7 @@ Result<double> timed_parallel_read(const DirectReader& reader, uint64_t begin, u
 }
 
 // Pages of [begin, end) of the open file `fd` in the page cache (mincore over a mapping,
-// which faults nothing in); 0 when the range cannot be mapped.
+// which faults nothing in); 0 when they cannot be counted (mmap or mincore refused).
 size_t cached_pages(int fd, uint64_t begin, uint64_t end) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t first = begin / page * page;
