@@ -56,7 +56,10 @@ __attribute__((target("avx2"))) inline __m256i broadcast_quad(const int8_t* p) {
 }
 
 // Rounds of 8 x 4 vpmaddubsw (1,024 MACs a round); returns a value the caller sinks.
-__attribute__((target("avx2"), noinline)) int64_t int16_sums_rounds(const Operands& o, int64_t rounds) {
+// kSignedCodes: Q8_0's mix (vpsignb for |code| and the activation's sign, int32 sums per
+// product); otherwise int16 sums widened once a round.
+template <bool kSignedCodes>
+__attribute__((target("avx2"), noinline)) int64_t int8_rounds(const Operands& o, int64_t rounds) {
   __m256i total = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t r = 0; r < rounds; ++r) {
@@ -64,35 +67,22 @@ __attribute__((target("avx2"), noinline)) int64_t int16_sums_rounds(const Operan
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       const __m256i code = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.code[l]));
+      const __m256i magnitude = kSignedCodes ? _mm256_sign_epi8(code, code) : code;
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        sums[i] = _mm256_add_epi16(sums[i], _mm256_maddubs_epi16(code, broadcast_quad(o.act[i] + 4 * l)));
+        const __m256i act = broadcast_quad(o.act[i] + 4 * l);
+        if constexpr (kSignedCodes) {
+          const __m256i pair_sums = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(act, code));
+          sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(pair_sums, ones));
+        } else {
+          sums[i] = _mm256_add_epi16(sums[i], _mm256_maddubs_epi16(code, act));
+        }
       }
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) total = _mm256_add_epi32(total, _mm256_madd_epi16(sums[i], ones));
-    asm volatile("" ::: "memory");
-  }
-  return _mm256_extract_epi64(total, 0);
-}
-
-__attribute__((target("avx2"), noinline)) int64_t q8_0_rounds(const Operands& o, int64_t rounds) {
-  __m256i total = _mm256_setzero_si256();
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t r = 0; r < rounds; ++r) {
-    __m256i sums[4] = {};
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m256i code = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.code[l]));
-      const __m256i magnitude = _mm256_sign_epi8(code, code);
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const __m256i signed_act = _mm256_sign_epi8(broadcast_quad(o.act[i] + 4 * l), code);
-        sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_act), ones));
-      }
+    for (int i = 0; i < 4; ++i) {
+      total = _mm256_add_epi32(total, kSignedCodes ? sums[i] : _mm256_madd_epi16(sums[i], ones));
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) total = _mm256_add_epi32(total, sums[i]);
     asm volatile("" ::: "memory");
   }
   return _mm256_extract_epi64(total, 0);
@@ -125,8 +115,8 @@ void bench_issue(benchmark::State& state, Mix mix) {
     pool.run_on_all([&](int t) {
       switch (mix) {
         case Mix::Fp32Fma: sinks[size_t(t)] += fma_rounds(kRounds * 8); break;
-        case Mix::Int16Sums: sinks[size_t(t)] += int16_sums_rounds(operands, kRounds); break;
-        case Mix::Q8_0: sinks[size_t(t)] += q8_0_rounds(operands, kRounds); break;
+        case Mix::Int16Sums: sinks[size_t(t)] += int8_rounds<false>(operands, kRounds); break;
+        case Mix::Q8_0: sinks[size_t(t)] += int8_rounds<true>(operands, kRounds); break;
       }
     });
     benchmark::DoNotOptimize(sinks.data());
