@@ -90,7 +90,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.layer_bytes = units->layer_bytes;
   sizes.staging_bytes = units->staging_bytes;
   sizes.staging_slots = units->staging_slots;
-  // Buffered reads (chosen, or possible under auto) hold page cache while streaming.
+  // Buffered reads (chosen, or possible under auto until measured below) hold page cache
+  // while streaming.
   if (!options.direct_io.value_or(false)) {
     sizes.read_cache_bytes = static_cast<int64_t>(buffered_read_cache_bytes(
         model.source().files().front(), weight_options.stream.read_threads, weight_options.stream.chunk_bytes));
@@ -101,6 +102,24 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   sizes.runtime_reserve_bytes = runtime_reserve_bytes(c, demand);
 
   auto plan = plan_residency(sizes, options, auto_budget);
+  const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
+  const int64_t want_cache = options.expert_cache_bytes.value_or(-2);  // -2: auto
+  // Auto read mode where something will stream (layers, or the experts of an MoE model):
+  // measure it now, so that the plan counts the buffered reads' page cache only when they
+  // are the choice; O_DIRECT gives those bytes to resident layers.
+  const bool streams = !plan || plan->streamed_layers > 0 || (moe && want_cache >= 0);
+  if (!options.direct_io && streams && weight_options.read_mode_probe_bytes > 0) {
+    ASSIGN_OR_RETURN(const ReadModeChoice choice,
+                     choose_read_mode(model.source().files().front(), weight_options.read_mode_probe_bytes,
+                                      weight_options.stream.read_threads, weight_options.stream.chunk_bytes));
+    weight_options.direct_io = choice.direct;
+    weight_options.read_mode_probe_bytes = 0;  // measured: WeightResidency::create takes the choice
+    setup.read_mode_summary = choice.summary();
+    if (choice.direct) {
+      sizes.read_cache_bytes = 0;
+      plan = plan_residency(sizes, options, auto_budget);
+    }
+  }
   // A plan that streams keeps the model file in use for good: then untied token embeddings
   // stay on disk too (a row read per token), and their bytes go to resident layers.
   if (!plan || plan->streamed_layers > 0) {
@@ -115,8 +134,6 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   }
 
   // MoE: the expert tier when asked for, or (auto) when the model does not fit whole.
-  const bool moe = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
-  const int64_t want_cache = options.expert_cache_bytes.value_or(-2);  // -2: auto
   if (!moe || want_cache == -1 || (want_cache < 0 && plan && plan->streamed_layers == 0)) {
     if (!plan) return plan.error();
     setup.plan = std::move(*plan);
@@ -201,7 +218,8 @@ std::vector<std::string> ResidencySetup::describe(const Model& model) const {
         mib(static_cast<double>(plan.staging_bytes)),
         weights && weights->direct_io() ? "O_DIRECT" : "buffered+DONTNEED",
         disk_bytes_per_second / 1e6, disk_bytes_per_second / per_step));
-    if (weights && !weights->read_mode_summary().empty()) lines.push_back(weights->read_mode_summary());
+    const std::string& read_mode = !read_mode_summary.empty() || !weights ? read_mode_summary : weights->read_mode_summary();
+    if (!read_mode.empty()) lines.push_back(read_mode);
   } else {
     lines.push_back(fmt::format("streaming: none, all {} layers of {} resident",
                                 model.config().n_layers, model.source().path()));

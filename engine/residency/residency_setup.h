@@ -36,6 +36,9 @@ struct ResidencySetup {
   // leaves it free so that the plan's steady state does not sit under it.
   int64_t pressure_floor_bytes = 0;
   double disk_bytes_per_second = 0;  // measured at start; 0 when nothing is streamed
+  // The read-mode measurement's log line (ReadModeChoice::summary) when `auto` measured it;
+  // empty when the mode was given or nothing streams.
+  std::string read_mode_summary;
   int32_t prefetch_depth = 0;
   // Human-readable description of the plan, one line each, for the start-up log.
   std::vector<std::string> describe(const Model& model) const;

@@ -7,10 +7,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "tools/demo_model.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
+#include "engine/platform/read_mode_probe.h"
 #include "engine/residency/residency_controller.h"
 #include "engine/residency/residency_plan.h"
 #include "engine/residency/residency_setup.h"
@@ -153,13 +156,16 @@ TEST_P(WeightResidencyTest, EmbeddingsOnDiskGiveTheSameLogitsAndHoldNoTable) {
   }
 }
 
+// A memory reading that never changes: the limit and what is available.
+struct FixedMemory final : MemorySource {
+  explicit FixedMemory(int64_t bytes) { r.available_bytes = r.limit_bytes = bytes; }
+  MemoryReading read() const override { return r; }
+  MemoryReading r;
+};
+
 // The setup keeps the table in memory when the whole model fits (the file is then not needed
 // after load) and on disk when it does not, and then plans without it.
 TEST_P(WeightResidencyTest, TheSetupLeavesEmbeddingsOnDiskOnlyWhenItStreams) {
-  struct Fixed final : MemorySource {
-    MemoryReading read() const override { return r; }
-    MemoryReading r;
-  };
   const ResidencyDemand demand{.context_tokens = 64, .max_batch_tokens = 16, .threads = 1};
   WeightResidencyOptions on_disk;
   on_disk.embeddings_on_disk = true;
@@ -175,12 +181,12 @@ TEST_P(WeightResidencyTest, TheSetupLeavesEmbeddingsOnDiskOnlyWhenItStreams) {
     o.memory_budget_bytes = fits ? whole : whole - layers / 2;
     o.kv_reserve_bytes = int64_t{1} << 20;
     o.direct_io = true;
-    Fixed memory;
-    memory.r.available_bytes = memory.r.limit_bytes = *o.memory_budget_bytes;
-    auto setup = set_up_residency(*model_, o, demand, memory);
+    auto setup = set_up_residency(*model_, o, demand, FixedMemory(*o.memory_budget_bytes));
     ASSERT_TRUE(setup.ok()) << setup.error().message;
     // (Without the table the rest may fit whole: the file stays needed for the embeddings.)
-    if (fits) EXPECT_EQ(setup->plan.streamed_layers, 0);
+    if (fits) {
+      EXPECT_EQ(setup->plan.streamed_layers, 0);
+    }
     EXPECT_EQ(setup->weights->token_embedding().data == nullptr, !fits);
     EXPECT_EQ(setup->plan.non_layer_bytes, fits ? copied->non_layer_bytes : lean->non_layer_bytes);
     expect_bit_identical(plain_, run_steps(*model_, setup->weights.get()), fits ? "fits" : "streams");
@@ -371,6 +377,64 @@ TEST_P(WeightResidencyTest, ALoweredLimitShedsEnoughToGetBackAboveTheFloor) {
   EXPECT_EQ(a.shed, 6);
   EXPECT_EQ((*w)->resident_layers(), 0);
   for (int32_t l = 0; l < n; ++l) EXPECT_FALSE((*w)->is_resident(l));
+}
+
+// `auto` measures the read mode before it plans, and plans as the mode it chose: the page
+// cache of buffered reads (requests in flight + two readahead windows, 24 MiB with 8 MiB
+// windows) is in the plan only when they are the choice; O_DIRECT gives those bytes to
+// resident layers. The log line says what was measured; a given mode plans without
+// measuring. The model's layers (~58 MB) are several times that cache, so both modes stream.
+TEST(ResidencySetup, AutoReadModePlansAsTheModeItChose) {
+  const fs::path path = fs::path(spillway::test_paths::binary()) / ("spillway-read-mode-" + std::to_string(getpid()) + ".gguf");
+  DemoModelOptions d;
+  d.layers = 16;
+  d.dim = 512;
+  d.ff = 1536;
+  d.vocab = 600;
+  d.type = kernels::DType::Q8_0;
+  ASSERT_TRUE(write_demo_model(path.string(), d).ok());
+  struct Remove {
+    fs::path p;
+    ~Remove() { fs::remove(p); }
+  } remove{path};
+  auto model = Model::open(path.string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ResidencyDemand demand{.context_tokens = 64, .max_batch_tokens = 16, .threads = 1};
+  auto sizes = WeightResidency::measure(**model, WeightResidencyOptions{});
+  ASSERT_TRUE(sizes.ok());
+  int64_t layers = 0;
+  for (int64_t b : sizes->layer_bytes) layers += b;
+  const StreamerOptions stream;
+  const auto read_cache = static_cast<int64_t>(buffered_read_cache_bytes(path.string(), stream.read_threads, stream.chunk_bytes));
+  ASSERT_LT(2 * read_cache, layers) << "a device readahead this large needs a bigger model here";
+  auto set_up = [&](std::optional<bool> direct) {
+    ResidencyOptions o;
+    o.kv_reserve_bytes = int64_t{1} << 20;
+    // Buffered reads leave room for a quarter of the layers, O_DIRECT for more.
+    o.memory_budget_bytes = runtime_reserve_bytes((*model)->config(), demand) + sizes->non_layer_bytes +
+                            *o.kv_reserve_bytes + sizes->staging_bytes + read_cache + layers / 4;
+    o.direct_io = direct;
+    return set_up_residency(**model, o, demand, FixedMemory(*o.memory_budget_bytes));
+  };
+  auto buffered = set_up(false);
+  auto direct = set_up(true);
+  auto automatic = set_up(std::nullopt);
+  ASSERT_TRUE(buffered.ok()) << buffered.error().message;
+  ASSERT_TRUE(direct.ok()) << direct.error().message;
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  ASSERT_GT(buffered->plan.streamed_layers, 0);
+  ASSERT_GT(direct->plan.streamed_layers, 0);
+  EXPECT_EQ(buffered->plan.read_cache_bytes, read_cache);
+  EXPECT_EQ(direct->plan.read_cache_bytes, 0);
+  EXPECT_GT(direct->plan.resident_layers, buffered->plan.resident_layers);
+  EXPECT_TRUE(buffered->read_mode_summary.empty() && direct->read_mode_summary.empty());
+
+  const bool chose_direct = automatic->weights->direct_io();
+  const ResidencySetup& as_chosen = chose_direct ? *direct : *buffered;
+  EXPECT_EQ(automatic->plan.resident, as_chosen.plan.resident) << "O_DIRECT chosen: " << chose_direct;
+  EXPECT_EQ(automatic->plan.read_cache_bytes, as_chosen.plan.read_cache_bytes);
+  EXPECT_NE(automatic->read_mode_summary.find(chose_direct ? "reads: O_DIRECT" : "reads: buffered"), std::string::npos)
+      << automatic->read_mode_summary;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightResidencyTest,
