@@ -42,8 +42,6 @@ ThreadPool& bench_pool() {
 
 namespace {
 
-ThreadPool& pool() { return bench_pool(); }
-
 struct AlignedBytes {
   explicit AlignedBytes(size_t n) : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {}
   ~AlignedBytes() { std::free(data); }
@@ -111,7 +109,7 @@ void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout lay
   for (auto _ : state) {
     w.data = set.copies[next]->data;
     next = (next + 1) % set.copies.size();
-    matmul(kt, w, x.data(), m, y.data(), scratch.data, pool());
+    matmul(kt, w, x.data(), m, y.data(), scratch.data, bench_pool());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -119,7 +117,7 @@ void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout lay
   state.counters["weight_bytes/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["ops/s"] = benchmark::Counter(2.0 * double(m) * double(rows) * double(cols),
                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 
 // One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
@@ -174,7 +172,7 @@ void bench_gdn_decode(benchmark::State& state, Isa isa) {
   std::vector<float> out(size_t(kHeads) * kDim);
   int which = 0;
   for (auto _ : state) {
-    pool().parallel_for(kHeads, [&](int64_t begin, int64_t end) {
+    bench_pool().parallel_for(kHeads, [&](int64_t begin, int64_t end) {
       for (int64_t h = begin; h < end; ++h) {
         GatedDeltaNetArgs a;
         a.state_in = states + (size_t(which) * kHeads + size_t(h)) * kStateFloats;
@@ -209,20 +207,20 @@ void bench_dram_read(benchmark::State& state) {
   static AlignedBytes buffer(bytes);
   static bool touched = false;
   if (!touched) {
-    pool().parallel_for(int64_t(bytes / 4096), [&](int64_t b, int64_t e) {
+    bench_pool().parallel_for(int64_t(bytes / 4096), [&](int64_t b, int64_t e) {
       std::memset(buffer.data + b * 4096, 1, size_t(e - b) * 4096);
     });
     touched = true;
   }
   const ProbeLoops& loops = probe_loops(active_isa());
   const auto read = loops.read_prefetch ? loops.read_prefetch : loops.read;
-  const size_t per_thread = bytes / size_t(pool().size()) / 256 * 256;
-  std::vector<uint64_t> sinks(size_t(pool().size()));
+  const size_t per_thread = bytes / size_t(bench_pool().size()) / 256 * 256;
+  std::vector<uint64_t> sinks(size_t(bench_pool().size()));
   for (auto _ : state) {
-    pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read(buffer.data + per_thread * size_t(t), per_thread); });
+    bench_pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read(buffer.data + per_thread * size_t(t), per_thread); });
     benchmark::DoNotOptimize(sinks.data());
   }
-  state.counters["bytes/s"] = benchmark::Counter(double(per_thread * size_t(pool().size())),
+  state.counters["bytes/s"] = benchmark::Counter(double(per_thread * size_t(bench_pool().size())),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
