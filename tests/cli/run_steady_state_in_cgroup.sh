@@ -53,15 +53,19 @@ PY
 # Row pieces (issue #21, staging): the same model and limit with whole-matrix staging
 # (--row-piece-size 0) plans fewer resident layers than the run above, whose staging holds
 # row pieces (the default): the memory staging no longer takes went to resident layers.
+# It reads in the mode the run above chose: `auto` measures it before planning, and buffered
+# reads budget page cache that O_DIRECT does not, so two measurements could differ by a layer.
 planned=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["residency"]["planned_resident_layers"])' \
   "$(grep '^{' <<<"$output")")
+if grep -q '^streaming: .* O_DIRECT I/O' <<<"$output"; then read_mode=direct; else read_mode=buffered; fi
 cgroup_whole=$(cgroup_create steady-whole "$limit_mb")
 cgroup_cleanup_dir "$cgroup_whole"
 whole=$(cgroup_run "$cgroup_whole" "$spillway" bench --model "$model" --prompt-tokens 4 --gen-tokens 1 \
-  --batch 1 --repeat 1 --threads 2 --memory-budget auto --no-probe --row-piece-size 0 --json 2>&1)
+  --batch 1 --repeat 1 --threads 2 --memory-budget auto --no-probe --row-piece-size 0 \
+  --read-mode "$read_mode" --json 2>&1)
 echo "$whole" | grep -E '^(residency budget|budget use|layers:|streaming:)' || true
 planned_whole=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["residency"]["planned_resident_layers"])' \
   "$(grep '^{' <<<"$whole")")
-echo "planned resident layers: ${planned} with row pieces, ${planned_whole} with whole matrices"
+echo "planned resident layers: ${planned} with row pieces, ${planned_whole} with whole matrices (reads: ${read_mode})"
 [ "$planned" -gt "$planned_whole" ] || { echo "FAIL: row pieces did not add a resident layer"; exit 1; }
 echo "PASS"
