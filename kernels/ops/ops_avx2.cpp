@@ -228,45 +228,129 @@ void score_rows(const float* const* q, const float* kt, int head_dim, float scal
   }
 }
 
-// out_r[d0, d0 + 8 * NV) = sum over t < n_ctx[r] of p_r[t] * V[t][d0, d0 + 8 * NV) for NR rows
-// (those dims all below head_dim): one fma chain over t in increasing order per element.
-template <class L, int NV, int NR>
-void weighted_values(const KvView& v, int h, int d0, const float* const* p, const int64_t* n_ctx, float* const* out) {
+// Software prefetch of n elements from p (prefetches never fault).
+template <class T>
+inline void prefetch_run(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t o = 0; o < n * int64_t(sizeof(T)); o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+// One block of keys [t0, t0 + count) (rows at `rows`, token_stride apart) added into
+// out_r[d0, d0 + 8 * NV) for NR rows: out_r += p_r[t] * V[t] in increasing t, each element one
+// fma chain continued from the value in out_r (the chain starts from the zeroed rows, so the
+// block split does not change a bit). Keys at or past n_ctx[r] are skipped for row r.
+template <class L, int NV, int NR, bool kContiguous>
+void weighted_values_block(const KvView& v, const typename L::T* rows, int64_t t0, int64_t count, int d0,
+                           const float* const* p, const int64_t* n_ctx, int64_t min_ctx, float* const* out) {
   using T = typename L::T;
-  const T* data = static_cast<const T*>(v.data);
   __m256 acc[NR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_loadu_ps(out[r] + d0 + 8 * c);
   }
-  int64_t max_ctx = 0;
-  for (int r = 0; r < NR; ++r) max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
-  alignas(32) float gathered[8 * NV];
-  for (int64_t t = 0; t < max_ctx; ++t) {
-    const T* row = data + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
-                   (t % v.block_size) * v.token_stride + int64_t(h) * v.head_stride + d0 * v.dim_stride;
-    __m256 vv[NV];
-    if (v.dim_stride == 1) {
+  auto load_row = [&](int64_t i, __m256* vv) {
+    const T* row = rows + i * v.token_stride + d0 * v.dim_stride;
+    if constexpr (kContiguous) {
 #pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 8 * c);
     } else {
+      alignas(32) float gathered[8 * NV];
       for (int d = 0; d < 8 * NV; ++d) gathered[d] = L::one(row + d * v.dim_stride);
 #pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) vv[c] = _mm256_load_ps(gathered + 8 * c);
     }
+  };
+  const float* pr[NR];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) pr[r] = p[r] + t0;
+  // Keys every row attends to, without per-row checks; then the rest, checked per row.
+  const int64_t common = min_ctx - t0 < count ? (min_ctx - t0 > 0 ? min_ctx - t0 : 0) : count;
+  int64_t i = 0;
+  for (; i < common; ++i) {
+    __m256 vv[NV];
+    load_row(i, vv);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      if (t >= n_ctx[r]) continue;
-      const __m256 pr = _mm256_set1_ps(p[r][t]);
+      const __m256 pi = _mm256_set1_ps(pr[r][i]);
 #pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pi, vv[c], acc[r][c]);
+    }
+  }
+  for (; i < count; ++i) {
+    __m256 vv[NV];
+    load_row(i, vv);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      if (t0 + i >= n_ctx[r]) continue;
+      const __m256 pi = _mm256_set1_ps(pr[r][i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(pi, vv[c], acc[r][c]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) _mm256_storeu_ps(out[r] + d0 + 8 * c, acc[r][c]);
+  }
+}
+
+// Every row's dims [d0, d0 + 16) (or [d0, d0 + 8) when !two) over one block: 4 rows at a time.
+template <class L, bool kContiguous>
+void weighted_values_pass(const KvView& v, const typename L::T* rows, int64_t t0, int64_t count, int d0, bool two,
+                          int n_rows, const float* const* p, const int64_t* n_ctx, int64_t min_ctx, float* const* out) {
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    if (two) {
+      weighted_values_block<L, 2, 4, kContiguous>(v, rows, t0, count, d0, p + r, n_ctx + r, min_ctx, out + r);
+    } else {
+      weighted_values_block<L, 1, 4, kContiguous>(v, rows, t0, count, d0, p + r, n_ctx + r, min_ctx, out + r);
+    }
+  }
+  for (; r < n_rows; ++r) {
+    if (two) {
+      weighted_values_block<L, 2, 1, kContiguous>(v, rows, t0, count, d0, p + r, n_ctx + r, min_ctx, out + r);
+    } else {
+      weighted_values_block<L, 1, 1, kContiguous>(v, rows, t0, count, d0, p + r, n_ctx + r, min_ctx, out + r);
+    }
+  }
+}
+
+// out_r[0, full) = sum over t < n_ctx[r] of p_r[t] * V[t][0, full) for n_rows rows (full a
+// multiple of 8, at most head_dim): one fma chain over t in increasing order per element,
+// from 0. V is walked a block of keys at a time; every (16 dims, 4 rows) pass over a block
+// reads its rows from L1, so each V row comes from memory once, and the next block's rows of
+// this head are prefetched while this one is summed.
+template <class L>
+void weighted_values(const KvView& v, int h, int head_dim, int full, int n_rows, const float* const* p,
+                     const int64_t* n_ctx, float* const* out) {
+  using T = typename L::T;
+  const T* data = static_cast<const T*>(v.data);
+  const int64_t bs = v.block_size;
+  int64_t min_ctx = INT64_MAX, max_ctx = 0;
+  for (int r = 0; r < n_rows; ++r) {
+    min_ctx = n_ctx[r] < min_ctx ? n_ctx[r] : min_ctx;
+    max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
+    for (int d = 0; d < full; ++d) out[r][d] = 0.0f;
+  }
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
+    const T* rows = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
+    const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
+    if (t0 + bs < max_ctx && v.dim_stride == 1) {
+      const T* next = data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride;
+      if (v.token_stride == head_dim) {
+        prefetch_run<T>(next, bs * head_dim);
+      } else {
+        for (int64_t i = 0; i < bs; ++i) prefetch_run<T>(next + i * v.token_stride, head_dim);
+      }
+    }
+    for (int d0 = 0; d0 < full; d0 += 16) {
+      if (v.dim_stride == 1) {
+        weighted_values_pass<L, true>(v, rows, t0, count, d0, d0 + 16 <= full, n_rows, p, n_ctx, min_ctx, out);
+      } else {
+        weighted_values_pass<L, false>(v, rows, t0, count, d0, d0 + 16 <= full, n_rows, p, n_ctx, min_ctx, out);
+      }
+    }
   }
 }
 
@@ -290,8 +374,15 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     sr[r] = scratch + r * ctx_stride;
   }
   alignas(32) float kt[kMaxSimdHeadDim * 16];
+  const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
     const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
+      // The next block's keys of this head (one run when stored as the engine does).
+      prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
+                          int64_t(kv_head) * k.head_stride,
+                      (head_dim - 1) * k.dim_stride + k.block_size);
+    }
     load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
     int r = 0;
     for (; r + 4 <= n_rows; r += 4) score_rows<4>(qr + r, kt, head_dim, scale, sr + r, t0);
@@ -302,27 +393,9 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     n_ctx[r] = key_counts[r / n_group];
     softmax_avx2(sr[r], n_ctx[r]);
   }
-  // p . V in chunks of 16 dims, 4 rows per pass over V (the accumulators stay in registers),
-  // then the dims past the last multiple of 8 one at a time.
   const int full = head_dim / 8 * 8;
-  for (int d0 = 0; d0 < full; d0 += 16) {
-    const bool two = d0 + 16 <= full;
-    int r = 0;
-    for (; r + 4 <= n_rows; r += 4) {
-      if (two) {
-        weighted_values<L, 2, 4>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
-      } else {
-        weighted_values<L, 1, 4>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
-      }
-    }
-    for (; r < n_rows; ++r) {
-      if (two) {
-        weighted_values<L, 2, 1>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
-      } else {
-        weighted_values<L, 1, 1>(v, kv_head, d0, sr + r, n_ctx + r, outr + r);
-      }
-    }
-  }
+  weighted_values<L>(v, kv_head, head_dim, full, n_rows, sr, n_ctx, outr);
+  // The dims past the last multiple of 8, one at a time.
   if (full == head_dim) return;
   const T* vdata = static_cast<const T*>(v.data);
   for (int r = 0; r < n_rows; ++r) {
