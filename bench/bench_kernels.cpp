@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/probe/machine_probe.h"
@@ -42,8 +43,11 @@ ThreadPool& bench_pool() {
 
 namespace {
 
+// Allocated as the engine allocates resident weights (common/huge_pages.h): on transparent huge
+// pages where the kernel allows them, so the GEMV rows and the DRAM probe pay the TLB costs the
+// engine and `spillway bench`'s probe pay.
 struct AlignedBytes {
-  explicit AlignedBytes(size_t n) : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))) {}
+  explicit AlignedBytes(size_t n) : size(n), data(static_cast<uint8_t*>(allocate_maybe_huge(n + 64, 64))) {}
   ~AlignedBytes() { std::free(data); }
   AlignedBytes(const AlignedBytes&) = delete;
   AlignedBytes& operator=(const AlignedBytes&) = delete;
