@@ -94,6 +94,13 @@ constexpr int kTileStream = 2;
 constexpr int kTilePrefetchNext = 4;
 using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x,
                            int nx, float* y, size_t ys, int flags);
+// Two whole tiles (nb blocks each, both streaming from memory) against activation row 0 of the
+// group: y[s][r] for tile s, as tile_dot(wd[s], codes[s], nb, x, 1, y[s], _, kTileStream) gives
+// them, bit for bit. The tiles' blocks are read interleaved, two weight streams in flight at
+// once, which a GEMV with one stream per thread does not reach (bench/README.md, "Two weight
+// streams per thread"). Null where an ISA has none: the driver then calls tile_dot per tile.
+using TileDotPairFn = void (*)(const uint16_t* const wd[2], const uint8_t* const codes[2], int64_t nb,
+                               const Q8Group& x, float* const y[2]);
 
 // ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
 // Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values
@@ -181,6 +188,7 @@ struct KernelTable {
   FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
   FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
+  TileDotPairFn tile_dot_pair[2] = {};            // Q8_0, Q4_0; null: two tile_dot calls
   DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()
   KQuantTileDotFn kquant_tile_dot[3] = {};        // Q4_K, Q6_K, Q5_K tiles
   KQuantTileDotFn kquant_tile2_dot[3] = {};       // the same, two tiles a call

@@ -324,75 +324,93 @@ inline void q8_tile_prefetch(const uint16_t* wd, int64_t b, size_t tile_bytes, i
   }
 }
 
-// Activation rows i0..i0 + NX - 1 of the group x.
-template <bool kQ4, int NX>
-void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int i0, float* y,
-                    size_t ys, int flags) {
+// Activation rows i0..i0 + NX - 1 of the group x against S tiles (S > 1: their blocks read
+// interleaved, S weight streams in flight). Each tile's outputs are computed as with S = 1.
+template <bool kQ4, int NX, int S>
+void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, int64_t nb, const Q8Group& x, int i0,
+                    float* const* ys_, size_t ys, int flags) {
   constexpr int kGroups = kQ4 ? 4 : 8;
   constexpr size_t kCodeBytes = size_t(64) * kGroups;
   const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
-  __m256 flo[NX], fhi[NX];
-  #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) {
-    flo[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys) : _mm256_setzero_ps();
-    fhi[i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(y + i * ys + 8) : _mm256_setzero_ps();
+  __m256 flo[S][NX], fhi[S][NX];
+  #pragma GCC unroll 4
+  for (int s = 0; s < S; ++s) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      flo[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(ys_[s] + i * ys) : _mm256_setzero_ps();
+      fhi[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(ys_[s] + i * ys + 8) : _mm256_setzero_ps();
+    }
   }
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(char(0x80));
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* c = codes + b * kCodeBytes;
-    q8_tile_prefetch<kCodeBytes>(wd, b, tile_bytes, flags);
-    __m256i ilo[NX], ihi[NX];
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      ilo[i] = kQ4 ? _mm256_set1_epi32(x.corr[b * kTileActs + i0 + i]) : _mm256_setzero_si256();
-      ihi[i] = ilo[i];
+    __m256i ilo[S][NX], ihi[S][NX];
+    #pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      q8_tile_prefetch<kCodeBytes>(wds[s], b, tile_bytes, flags);
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        ilo[s][i] = kQ4 ? _mm256_set1_epi32(x.corr[b * kTileActs + i0 + i]) : _mm256_setzero_si256();
+        ihi[s][i] = ilo[s][i];
+      }
     }
     #pragma GCC unroll 16
     for (int g = 0; g < 4; ++g) {
-      if constexpr (kQ4) {
-        const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g));
-        const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g + 32));
-        const __m256i lo0 = _mm256_and_si256(raw0, low), lo1 = _mm256_and_si256(raw1, low);
-        const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low);
-        const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low);
-        #pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) {
-          const __m256i xa = _mm256_set1_epi32(x.q4[(b * 8 + g) * kTileActs + i0 + i]);
-          const __m256i xb = _mm256_set1_epi32(x.q4[(b * 8 + 4 + g) * kTileActs + i0 + i]);
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xa), _mm256_maddubs_epi16(hi0, xb));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xa), _mm256_maddubs_epi16(hi1, xb));
-          ilo[i] = _mm256_add_epi32(ilo[i], _mm256_madd_epi16(p0, ones));
-          ihi[i] = _mm256_add_epi32(ihi[i], _mm256_madd_epi16(p1, ones));
-        }
-      } else {
-        #pragma GCC unroll 16
-        for (int h = 0; h < 2; ++h) {  // code groups 2g and 2g + 1
-          const uint8_t* cg = c + 128 * g + 64 * h;
-          const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg)), bias);
-          const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg + 32)), bias);
-          const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+      #pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) {
+        const uint8_t* c = codess[s] + b * kCodeBytes;
+        if constexpr (kQ4) {
+          const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g));
+          const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g + 32));
+          const __m256i lo0 = _mm256_and_si256(raw0, low), lo1 = _mm256_and_si256(raw1, low);
+          const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low);
+          const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low);
           #pragma GCC unroll 16
           for (int i = 0; i < NX; ++i) {
-            const __m256i xv = _mm256_set1_epi32(x.q4[(b * 8 + 2 * g + h) * kTileActs + i0 + i]);
-            ilo[i] = _mm256_add_epi32(ilo[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(xv, w0)), ones));
-            ihi[i] = _mm256_add_epi32(ihi[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(xv, w1)), ones));
+            const __m256i xa = _mm256_set1_epi32(x.q4[(b * 8 + g) * kTileActs + i0 + i]);
+            const __m256i xb = _mm256_set1_epi32(x.q4[(b * 8 + 4 + g) * kTileActs + i0 + i]);
+            const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xa), _mm256_maddubs_epi16(hi0, xb));
+            const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xa), _mm256_maddubs_epi16(hi1, xb));
+            ilo[s][i] = _mm256_add_epi32(ilo[s][i], _mm256_madd_epi16(p0, ones));
+            ihi[s][i] = _mm256_add_epi32(ihi[s][i], _mm256_madd_epi16(p1, ones));
+          }
+        } else {
+          #pragma GCC unroll 16
+          for (int h = 0; h < 2; ++h) {  // code groups 2g and 2g + 1
+            const uint8_t* cg = c + 128 * g + 64 * h;
+            const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg)), bias);
+            const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cg + 32)), bias);
+            const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+            #pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) {
+              const __m256i xv = _mm256_set1_epi32(x.q4[(b * 8 + 2 * g + h) * kTileActs + i0 + i]);
+              ilo[s][i] =
+                  _mm256_add_epi32(ilo[s][i], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(xv, w0)), ones));
+              ihi[s][i] =
+                  _mm256_add_epi32(ihi[s][i], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(xv, w1)), ones));
+            }
           }
         }
       }
     }
-    const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kTileRows)));
-    const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kTileRows + 8)));
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      const __m256 dx = _mm256_set1_ps(x.d[b * kTileActs + i0 + i]);
-      flo[i] = _mm256_fmadd_ps(_mm256_mul_ps(dlo, dx), _mm256_cvtepi32_ps(ilo[i]), flo[i]);
-      fhi[i] = _mm256_fmadd_ps(_mm256_mul_ps(dhi, dx), _mm256_cvtepi32_ps(ihi[i]), fhi[i]);
+    #pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wds[s] + b * kTileRows)));
+      const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wds[s] + b * kTileRows + 8)));
+      #pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        const __m256 dx = _mm256_set1_ps(x.d[b * kTileActs + i0 + i]);
+        flo[s][i] = _mm256_fmadd_ps(_mm256_mul_ps(dlo, dx), _mm256_cvtepi32_ps(ilo[s][i]), flo[s][i]);
+        fhi[s][i] = _mm256_fmadd_ps(_mm256_mul_ps(dhi, dx), _mm256_cvtepi32_ps(ihi[s][i]), fhi[s][i]);
+      }
     }
   }
-  #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) {
-    _mm256_storeu_ps(y + i * ys, flo[i]);
-    _mm256_storeu_ps(y + i * ys + 8, fhi[i]);
+  #pragma GCC unroll 4
+  for (int s = 0; s < S; ++s) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < NX; ++i) {
+      _mm256_storeu_ps(ys_[s] + i * ys, flo[s][i]);
+      _mm256_storeu_ps(ys_[s] + i * ys + 8, fhi[s][i]);
+    }
   }
 }
 
@@ -401,9 +419,20 @@ void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Grou
               int flags) {
   int i = 0;  // the prefetch hints on the first pass over the tile only
   for (; i + 2 <= nx; i += 2) {
-    tile_dot_block<kQ4, 2>(wd, codes, nb, x, i, y + i * ys, ys, i == 0 ? flags : flags & kTileAccumulate);
+    float* yi = y + i * ys;
+    tile_dot_block<kQ4, 2, 1>(&wd, &codes, nb, x, i, &yi, ys, i == 0 ? flags : flags & kTileAccumulate);
   }
-  if (i < nx) tile_dot_block<kQ4, 1>(wd, codes, nb, x, i, y + i * ys, ys, i == 0 ? flags : flags & kTileAccumulate);
+  if (i < nx) {
+    float* yi = y + i * ys;
+    tile_dot_block<kQ4, 1, 1>(&wd, &codes, nb, x, i, &yi, ys, i == 0 ? flags : flags & kTileAccumulate);
+  }
+}
+
+// TileDotPairFn: the two tiles' blocks interleaved, one activation row.
+template <bool kQ4>
+void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], int64_t nb, const Q8Group& x,
+                   float* const y[2]) {
+  tile_dot_block<kQ4, 1, 2>(wd, codes, nb, x, 0, y, 0, kTileStream);
 }
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
@@ -974,6 +1003,8 @@ void add_avx2_dot_kernels(KernelTable& t) {
   t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
   t.tile_dot[0] = tile_dot<false>;
   t.tile_dot[1] = tile_dot<true>;
+  t.tile_dot_pair[0] = tile_dot_pair<false>;
+  t.tile_dot_pair[1] = tile_dot_pair<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
   t.kquant_dot[2] = dot_rows_dispatch<Q5KRows>;

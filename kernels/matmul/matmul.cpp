@@ -154,6 +154,20 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
             q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx, y + i * rows + (t0 + t) * kTileRows,
             size_t(rows), flags);
       };
+      const TileDotPairFn pair = c.kt.tile_dot_pair[dot_kind(w.type).index];
+      if (m == 1 && pair != nullptr) {
+        // Decode: tiles t and t + n_tiles / 2 of the unit together, two weight streams.
+        const int half = n_tiles / 2;
+        for (int t = 0; t < half; ++t) {
+          const uint8_t* tiles[2] = {wdata + (t0 + t) * kTileRows * rb, wdata + (t0 + t + half) * kTileRows * rb};
+          const uint16_t* wd[2] = {reinterpret_cast<const uint16_t*>(tiles[0]), reinterpret_cast<const uint16_t*>(tiles[1])};
+          const uint8_t* codes[2] = {tiles[0] + nb * kTileRows * sizeof(uint16_t), tiles[1] + nb * kTileRows * sizeof(uint16_t)};
+          float* ys[2] = {y + (t0 + t) * kTileRows, y + (t0 + t + half) * kTileRows};
+          pair(wd, codes, nb, q8_group(c.xq, cols), ys);
+        }
+        if (n_tiles % 2) tile_group(n_tiles - 1, 0, kTileStream);
+        return;
+      }
       if (m <= kFewActivationRows) {
         // Batched decode: each tile read once from DRAM by the first activation group and
         // reused from L1 by the others, the last of which prefetches the next tile.

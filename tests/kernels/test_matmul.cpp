@@ -330,6 +330,54 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   EXPECT_FALSE(has_tiled_layout(DType::Q5_0, 256));
 }
 
+TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
+  // tile_dot_pair (two tiles' blocks interleaved, one activation row) against tile_dot on each
+  // tile alone, straight from the tables; then through the matmul driver, which pairs the
+  // tiles of a unit for m = 1 only when units hold two or more tiles (hundreds of rows).
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    const int kind = dot_kind(t).index;
+    for (int64_t nb : {1, 2, 35}) {
+      const int64_t cols = 32 * nb;
+      const TestMatrix w = random_matrix(t, 2 * kTileRows, cols, uint32_t(11 * nb + kind));
+      const TiledCopy tiled = tiled_copy(w);
+      const size_t tile_bytes = size_t(kTileRows) * size_t(row_bytes(t, cols));
+      std::vector<uint8_t> xq(q8_group_bytes(cols));
+      kernels_for(Isa::Scalar).quantize_q8(random_floats(cols, uint32_t(nb)).data(), cols, 0, xq.data(), 0);
+      const Q8Group x = q8_group(xq.data(), cols);
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        if (kt.tile_dot_pair[kind] == nullptr) continue;  // optional: the driver calls tile_dot twice
+        std::vector<float> single(2 * kTileRows, -1.0f), pair(2 * kTileRows, -2.0f);
+        const uint16_t* wd[2];
+        const uint8_t* codes[2];
+        float* y[2];
+        for (int k = 0; k < 2; ++k) {
+          const uint8_t* tile = static_cast<const uint8_t*>(tiled.view.data) + k * tile_bytes;
+          wd[k] = reinterpret_cast<const uint16_t*>(tile);
+          codes[k] = tile + nb * kTileRows * sizeof(uint16_t);
+          y[k] = pair.data() + k * kTileRows;
+          kt.tile_dot[kind](wd[k], codes[k], nb, x, 1, single.data() + k * kTileRows, kTileRows, kTileStream);
+        }
+        kt.tile_dot_pair[kind](wd, codes, nb, x, y);
+        expect_same_bits(pair, single, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb));
+      }
+    }
+    // 403 rows: 25 tiles and 3 tail rows, so that units of 4, 3 and 2 tiles (1, 2, 3 threads)
+    // pair tiles, with an odd tile left over.
+    const TestMatrix w = random_matrix(t, 403, 32 * 35, uint32_t(403 + kind));
+    const TiledCopy tiled = tiled_copy(w);
+    const std::vector<float> x = random_floats(32 * 35, 5);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
+      for (Isa isa : supported_isas()) {
+        expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
+                         isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
+      }
+    }
+  }
+}
+
 TEST(Matmul, KQuantTilesHoldEachRowsBlocks) {
   // Packing is a pure rearrangement: every row's ggml block comes back out of the tile.
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
