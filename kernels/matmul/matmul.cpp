@@ -158,10 +158,12 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
       if (m == 1 && pair != nullptr) {
         // Decode: tiles t and t + n_tiles / 2 of the unit together, two weight streams.
         const int half = n_tiles / 2;
+        const size_t scale_bytes = nb * kTileRows * sizeof(uint16_t);  // a tile: wd[nb][16], then codes
         for (int t = 0; t < half; ++t) {
-          const uint8_t* tiles[2] = {wdata + (t0 + t) * kTileRows * rb, wdata + (t0 + t + half) * kTileRows * rb};
-          const uint16_t* wd[2] = {reinterpret_cast<const uint16_t*>(tiles[0]), reinterpret_cast<const uint16_t*>(tiles[1])};
-          const uint8_t* codes[2] = {tiles[0] + nb * kTileRows * sizeof(uint16_t), tiles[1] + nb * kTileRows * sizeof(uint16_t)};
+          const uint8_t* first = wdata + (t0 + t) * kTileRows * rb;
+          const uint8_t* second = wdata + (t0 + t + half) * kTileRows * rb;
+          const uint16_t* wd[2] = {reinterpret_cast<const uint16_t*>(first), reinterpret_cast<const uint16_t*>(second)};
+          const uint8_t* codes[2] = {first + scale_bytes, second + scale_bytes};
           float* ys[2] = {y + (t0 + t) * kTileRows, y + (t0 + t + half) * kTileRows};
           pair(wd, codes, nb, q8_group(c.xq, cols), ys);
         }
