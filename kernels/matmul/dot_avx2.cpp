@@ -327,8 +327,8 @@ inline void q8_tile_prefetch(const uint16_t* wd, int64_t b, size_t tile_bytes, i
 // Activation rows i0..i0 + NX - 1 of the group x against S tiles (S > 1: their blocks read
 // interleaved, S weight streams in flight). Each tile's outputs are computed as with S = 1.
 template <bool kQ4, int NX, int S>
-void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, int64_t nb, const Q8Group& x, int i0,
-                    float* const* ys_, size_t ys, int flags) {
+void tile_dot_block(const uint16_t* const* tile_wd, const uint8_t* const* tile_codes, int64_t nb, const Q8Group& x, int i0,
+                    float* const* tile_y, size_t ys, int flags) {
   constexpr int kGroups = kQ4 ? 4 : 8;
   constexpr size_t kCodeBytes = size_t(64) * kGroups;
   const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
@@ -337,8 +337,8 @@ void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, in
   for (int s = 0; s < S; ++s) {
     #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      flo[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(ys_[s] + i * ys) : _mm256_setzero_ps();
-      fhi[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(ys_[s] + i * ys + 8) : _mm256_setzero_ps();
+      flo[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(tile_y[s] + i * ys) : _mm256_setzero_ps();
+      fhi[s][i] = (flags & kTileAccumulate) ? _mm256_loadu_ps(tile_y[s] + i * ys + 8) : _mm256_setzero_ps();
     }
   }
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(char(0x80));
@@ -346,7 +346,7 @@ void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, in
     __m256i ilo[S][NX], ihi[S][NX];
     #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
-      q8_tile_prefetch<kCodeBytes>(wds[s], b, tile_bytes, flags);
+      q8_tile_prefetch<kCodeBytes>(tile_wd[s], b, tile_bytes, flags);
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         ilo[s][i] = kQ4 ? _mm256_set1_epi32(x.corr[b * kTileActs + i0 + i]) : _mm256_setzero_si256();
@@ -357,7 +357,7 @@ void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, in
     for (int g = 0; g < 4; ++g) {
       #pragma GCC unroll 4
       for (int s = 0; s < S; ++s) {
-        const uint8_t* c = codess[s] + b * kCodeBytes;
+        const uint8_t* c = tile_codes[s] + b * kCodeBytes;
         if constexpr (kQ4) {
           const __m256i raw0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g));
           const __m256i raw1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64 * g + 32));
@@ -394,8 +394,8 @@ void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, in
     }
     #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
-      const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wds[s] + b * kTileRows)));
-      const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wds[s] + b * kTileRows + 8)));
+      const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile_wd[s] + b * kTileRows)));
+      const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile_wd[s] + b * kTileRows + 8)));
       #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
         const __m256 dx = _mm256_set1_ps(x.d[b * kTileActs + i0 + i]);
@@ -408,8 +408,8 @@ void tile_dot_block(const uint16_t* const* wds, const uint8_t* const* codess, in
   for (int s = 0; s < S; ++s) {
     #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
-      _mm256_storeu_ps(ys_[s] + i * ys, flo[s][i]);
-      _mm256_storeu_ps(ys_[s] + i * ys + 8, fhi[s][i]);
+      _mm256_storeu_ps(tile_y[s] + i * ys, flo[s][i]);
+      _mm256_storeu_ps(tile_y[s] + i * ys + 8, fhi[s][i]);
     }
   }
 }
