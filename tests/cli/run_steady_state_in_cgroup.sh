@@ -23,8 +23,9 @@ cgroup=$(cgroup_create steady "$limit_mb")
 cgroup_cleanup_dir "$cgroup"
 oom_before=$(cgroup_oom_kills "$cgroup")
 set +e
+# Row pieces of 1 MiB (the default is 4 MiB): see the comparison with whole matrices below.
 output=$(cgroup_run "$cgroup" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 32 \
-  --batch 1 --repeat 1 --threads 2 --memory-budget auto --json 2>&1)
+  --batch 1 --repeat 1 --threads 2 --memory-budget auto --row-piece-size 1M --json 2>&1)
 status=$?
 set -e
 echo "$output" | grep -E '^(memory:|residency budget|layers:|streaming:|probing)' || true
@@ -55,12 +56,18 @@ PY
 # row pieces (the default): the memory staging no longer takes went to resident layers.
 # It reads in the mode the run above chose: `auto` measures it before planning, and buffered
 # reads budget page cache that O_DIRECT does not, so two measurements could differ by a layer.
+# And it runs as many tokens, so that both plans hold the same KV and runtime reserves. The
+# planner fills 0.9 of the room left with layers (its safety factor), so the staging the pieces
+# free must exceed a layer / 0.9 (25 MiB at this model's 22.5 MiB layers) to add one wherever
+# the budget falls: the default 4 MiB pieces (half a 5.5 MiB matrix) free 24.7 MiB, and the runs
+# tied when the cgroup's other charges (70 MiB under ASan) put the budget near a layer boundary;
+# 1 MiB pieces free ~40 MiB.
 planned=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["residency"]["planned_resident_layers"])' \
   "$(grep '^{' <<<"$output")")
 if grep -q '^streaming: .* O_DIRECT I/O' <<<"$output"; then read_mode=direct; else read_mode=buffered; fi
 cgroup_whole=$(cgroup_create steady-whole "$limit_mb")
 cgroup_cleanup_dir "$cgroup_whole"
-whole=$(cgroup_run "$cgroup_whole" "$spillway" bench --model "$model" --prompt-tokens 4 --gen-tokens 1 \
+whole=$(cgroup_run "$cgroup_whole" "$spillway" bench --model "$model" --prompt-tokens 16 --gen-tokens 32 \
   --batch 1 --repeat 1 --threads 2 --memory-budget auto --no-probe --row-piece-size 0 \
   --read-mode "$read_mode" --json 2>&1)
 echo "$whole" | grep -E '^(residency budget|budget use|layers:|streaming:)' || true
