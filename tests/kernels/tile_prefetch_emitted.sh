@@ -5,7 +5,7 @@
 # computed inside the flag test (bench/README.md). Without it the AVX2 Q8_0 / Q4_0 GEMV
 # streams from DRAM at about half speed.
 #   tile_prefetch_emitted.sh LIBSPILLWAY_KERNELS_A
-# In dot_avx2.cpp.o and dot_avx512.cpp.o, every tile kernel function (tile_dot, tile_dot_pair,
+# In dot_avx2.cpp.o, kquant_tiles_avx2.cpp.o and dot_avx512.cpp.o, every tile kernel function (tile_dot, tile_dot_pair,
 # tile_dot_block: Q8_0 / Q4_0; kquant_tile_dot, q45k_tile_rows, q4k_tile_rows, q6k_tile_rows_single,
 # q5k_tile_rows, q6k_tile_rows: K-quants; a function with no prefetch that calls others is a
 # dispatcher of row passes and is let through;
@@ -20,7 +20,7 @@ objdump -d -C --no-show-raw-insn "$lib" | awk '
   /^[A-Za-z0-9_.]+\.o:[ \t]+file format/ { obj = $1; sub(/:$/, "", obj); fn = ""; next }
   /^[0-9a-f]+ <.*>:$/ {
     fn = ""
-    if (obj != "dot_avx2.cpp.o" && obj != "dot_avx512.cpp.o") next
+    if (obj != "dot_avx2.cpp.o" && obj != "kquant_tiles_avx2.cpp.o" && obj != "dot_avx512.cpp.o") next
     if (match($0, /[(]anonymous namespace[)]::(tile_dot|tile_dot_pair|tile_dot_block|kquant_tile_dot|q45k_tile_rows|q4k_tile_rows|q5k_tile_rows|q6k_tile_rows|q6k_tile_rows_single)<[^>]*>[(]/) ||
         match($0, /[(]anonymous namespace[)]::float_dot_block<[^>]*, true>[(]/)) {
       fn = obj " " substr($0, RSTART + 23, RLENGTH - 24); ins[fn] = 0; n[fn] = 0; files[obj] = 1
