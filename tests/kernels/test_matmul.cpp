@@ -342,7 +342,9 @@ TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
       const TiledCopy tiled = tiled_copy(w);
       const size_t tile_bytes = size_t(kTileRows) * size_t(row_bytes(t, cols));
       std::vector<uint8_t> xq(q8_group_bytes(cols));
-      kernels_for(Isa::Scalar).quantize_q8(random_floats(cols, uint32_t(nb)).data(), cols, 0, xq.data(), 0);
+      // The matmul driver's offsets (kernel_table.h): kernels that use corr need them.
+      const int32_t offset = t == DType::Q8_0 ? 128 : 8;
+      kernels_for(Isa::Scalar).quantize_q8(random_floats(cols, uint32_t(nb)).data(), cols, offset, xq.data(), 0);
       const Q8Group x = q8_group(xq.data(), cols);
       for (Isa isa : supported_isas()) {
         const KernelTable& kt = kernels_for(isa);
