@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <utility>
@@ -101,9 +103,27 @@ const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t 
   return set;
 }
 
-void bench_matmul(benchmark::State& state, Isa isa, DType type, WeightLayout layout, int64_t rows, int64_t cols,
-                  int64_t m) {
-  const KernelTable& kt = kernels_for(isa);
+// The ISA's table without its two-stream GEMV kernels (tile_dot_pair): the driver then reads
+// one tile at a time, as on an ISA that has none.
+const KernelTable& one_stream_table(Isa isa) {
+  static std::map<Isa, KernelTable> tables;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  auto [it, inserted] = tables.try_emplace(isa, kernels_for(isa));
+  if (inserted) {
+    for (auto& f : it->second.tile_dot_pair) f = nullptr;
+  }
+  return it->second;
+}
+
+bool has_two_streams(Isa isa, DType type) {
+  const DotKind kind = dot_kind(type);
+  return kind.family == DotFamily::Tile && kernels_for(isa).tile_dot_pair[kind.index] != nullptr;
+}
+
+void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type, WeightLayout layout, int64_t rows,
+                  int64_t cols, int64_t m) {
+  const KernelTable& kt = one_stream ? one_stream_table(isa) : kernels_for(isa);
   const WeightSet& set = weights(type, layout, rows, cols);
   const std::vector<float> x = random_floats(size_t(m * cols), 7);
   std::vector<float> y(size_t(m * rows));
@@ -247,9 +267,17 @@ void register_all() {
             if (isa == Isa::Scalar && m > 16) continue;
             const std::string name = "matmul/" + type_name + "/" + std::string(isa_name(isa)) + "/m:" +
                                      std::to_string(m) + "/" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
-            benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, type, layout, shape[0], shape[1], m)
+            benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, false, type, layout, shape[0], shape[1], m)
                 ->Unit(benchmark::kMicrosecond)
                 ->UseRealTime();
+            if (m == 1 && layout == WeightLayout::Tiled && has_two_streams(isa, type)) {
+              // The same GEMV reading one tile at a time (the kernels without a pair kernel).
+              const std::string one = "matmul/" + type_name + "/" + std::string(isa_name(isa)) + "-one-stream/m:1/" +
+                                      std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+              benchmark::RegisterBenchmark(one.c_str(), bench_matmul, isa, true, type, layout, shape[0], shape[1], m)
+                  ->Unit(benchmark::kMicrosecond)
+                  ->UseRealTime();
+            }
           }
         }
       }

@@ -200,68 +200,100 @@ inline void q8_tile_prefetch(const uint16_t* wd, int64_t b, size_t tile_bytes, i
   }
 }
 
+// Block sums of one tile block (codes c, activation dwords q4, corrections corr) for NX
+// activation rows: sum[i] = corr[i] + the block's products, exact int32.
+template <bool kQ4, int NX>
+__attribute__((always_inline)) inline void tile_block_sums(const uint8_t* c, const int32_t* q4, const int32_t* corr,
+                                                           __m512i (&sum)[NX]) {
+  // kChains partial sums per activation row (integers: their order cannot matter), so a
+  // block's vpdpbusd are not one dependent chain when few rows share the weights.
+  constexpr int kChains = NX >= 4 ? 1 : (NX == 1 ? 4 : 2);
+  __m512i acc[kChains][NX];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) {
+    acc[0][i] = _mm512_set1_epi32(corr[i]);
+#pragma GCC unroll 4
+    for (int k = 1; k < kChains; ++k) acc[k][i] = _mm512_setzero_si512();
+  }
+  if constexpr (kQ4) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 16
+    for (int g = 0; g < 4; ++g) {
+      const __m512i raw = _mm512_loadu_si512(c + 64 * g);
+      const __m512i lo = _mm512_and_si512(raw, low);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+      const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        acc[klo][i] = _mm512_dpbusd_epi32(acc[klo][i], lo, _mm512_set1_epi32(q4[g * kTileActs + i]));
+        acc[khi][i] = _mm512_dpbusd_epi32(acc[khi][i], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs + i]));
+      }
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int g = 0; g < 8; ++g) {
+      const __m512i w = _mm512_loadu_si512(c + 64 * g);
+      const int kc = g % kChains;
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) acc[kc][i] = _mm512_dpbusd_epi32(acc[kc][i], w, _mm512_set1_epi32(q4[g * kTileActs + i]));
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 4
+    for (int k = 1; k < kChains; ++k) acc[0][i] = _mm512_add_epi32(acc[0][i], acc[k][i]);
+    sum[i] = acc[0][i];
+  }
+}
+
 template <bool kQ4, int NX>
 void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
                     int flags) {
-  constexpr int kGroups = kQ4 ? 4 : 8;
-  constexpr size_t kCodeBytes = size_t(64) * kGroups;
+  constexpr size_t kCodeBytes = size_t(64) * (kQ4 ? 4 : 8);
   const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
   __m512 facc[NX];
 #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) facc[i] = (flags & kTileAccumulate) ? _mm512_loadu_ps(y + i * ys) : _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F);
   const int32_t* q4 = x.q4;
   const float* xd = x.d;
   const int32_t* corr = x.corr;
   for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
-    const uint8_t* c = codes + b * kCodeBytes;
     q8_tile_prefetch<kCodeBytes>(wd, b, tile_bytes, flags);
-    // kChains partial sums per activation row (integers: their order cannot matter), so a
-    // block's vpdpbusd are not one dependent chain when few rows share the weights.
-    constexpr int kChains = NX >= 4 ? 1 : (NX == 1 ? 4 : 2);
-    __m512i acc[kChains][NX];
-#pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      acc[0][i] = _mm512_set1_epi32(corr[i]);
-#pragma GCC unroll 4
-      for (int k = 1; k < kChains; ++k) acc[k][i] = _mm512_setzero_si512();
-    }
-    if constexpr (kQ4) {
-#pragma GCC unroll 16
-      for (int g = 0; g < 4; ++g) {
-        const __m512i raw = _mm512_loadu_si512(c + 64 * g);
-        const __m512i lo = _mm512_and_si512(raw, low);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
-        const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
-#pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) {
-          acc[klo][i] = _mm512_dpbusd_epi32(acc[klo][i], lo, _mm512_set1_epi32(q4[g * kTileActs + i]));
-          acc[khi][i] = _mm512_dpbusd_epi32(acc[khi][i], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs + i]));
-        }
-      }
-    } else {
-#pragma GCC unroll 16
-      for (int g = 0; g < 8; ++g) {
-        const __m512i w = _mm512_loadu_si512(c + 64 * g);
-        const int kc = g % kChains;
-#pragma GCC unroll 16
-        for (int i = 0; i < NX; ++i) acc[kc][i] = _mm512_dpbusd_epi32(acc[kc][i], w, _mm512_set1_epi32(q4[g * kTileActs + i]));
-      }
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-#pragma GCC unroll 4
-      for (int k = 1; k < kChains; ++k) acc[0][i] = _mm512_add_epi32(acc[0][i], acc[k][i]);
-    }
+    __m512i sum[NX];
+    tile_block_sums<kQ4, NX>(codes + b * kCodeBytes, q4, corr, sum);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kTileRows)));
 #pragma GCC unroll 16
     for (int i = 0; i < NX; ++i) {
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i]));
-      facc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(acc[0][i]), facc[i]);
+      facc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(sum[i]), facc[i]);
     }
   }
 #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys, facc[i]);
+}
+
+// TileDotPairFn: the two tiles' blocks interleaved, one activation row; each output as
+// tile_dot_block<kQ4, 1> computes it.
+template <bool kQ4>
+void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], int64_t nb, const Q8Group& x,
+                   float* const y[2]) {
+  constexpr size_t kCodeBytes = size_t(64) * (kQ4 ? 4 : 8);
+  __m512 facc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int32_t* q4 = x.q4;
+  const float* xd = x.d;
+  const int32_t* corr = x.corr;
+  for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {
+      q8_tile_prefetch<kCodeBytes>(wd[s], b, 0, kTileStream);
+      __m512i sum[1];
+      tile_block_sums<kQ4, 1>(codes[s] + b * kCodeBytes, q4, corr, sum);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[s] + b * kTileRows)));
+      facc[s] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xd[0])), _mm512_cvtepi32_ps(sum[0]), facc[s]);
+    }
+  }
+  _mm512_storeu_ps(y[0], facc[0]);
+  _mm512_storeu_ps(y[1], facc[1]);
 }
 
 template <bool kQ4>
@@ -888,6 +920,8 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
   t.tile_dot[0] = tile_dot<false>;
   t.tile_dot[1] = tile_dot<true>;
+  t.tile_dot_pair[0] = tile_dot_pair<false>;
+  t.tile_dot_pair[1] = tile_dot_pair<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
   t.kquant_tile_dot[0] = kquant_tile_dot<0, 1>;
