@@ -103,8 +103,8 @@ const WeightSet& weights(DType type, WeightLayout layout, int64_t rows, int64_t 
   return set;
 }
 
-// The ISA's table without its two-stream GEMV kernels (tile_dot_pair): the driver then reads
-// one tile at a time, as on an ISA that has none.
+// The ISA's table without its two-stream GEMV kernels (tile_dot_pair, float_tile_pair): the
+// driver then reads one tile at a time, as on an ISA that has none.
 const KernelTable& one_stream_table(Isa isa) {
   static std::map<Isa, KernelTable> tables;
   static std::mutex mutex;
@@ -112,13 +112,16 @@ const KernelTable& one_stream_table(Isa isa) {
   auto [it, inserted] = tables.try_emplace(isa, kernels_for(isa));
   if (inserted) {
     for (auto& f : it->second.tile_dot_pair) f = nullptr;
+    for (auto& f : it->second.float_tile_pair) f = nullptr;
   }
   return it->second;
 }
 
 bool has_two_streams(Isa isa, DType type) {
   const DotKind kind = dot_kind(type);
-  return kind.family == DotFamily::Tile && kernels_for(isa).tile_dot_pair[kind.index] != nullptr;
+  const KernelTable& kt = kernels_for(isa);
+  if (kind.family == DotFamily::Float) return kt.float_tile_pair[kind.index] != nullptr;
+  return kind.family == DotFamily::Tile && kt.tile_dot_pair[kind.index] != nullptr;
 }
 
 void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type, WeightLayout layout, int64_t rows,

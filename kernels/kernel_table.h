@@ -121,6 +121,11 @@ using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float*
 // this one) meanwhile; kTileStream, the group streams from memory (prefetch ahead in it).
 using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
                                 size_t ys, int flags);
+// Two tiled groups (both streaming from memory) against one activation row: y[s][j] for group
+// w[s], as float_tile_dot(w[s], x, _, 1, cols, y[s], _, kTileStream) gives them, bit for bit,
+// the groups' values read alternately: two weight streams per thread, as TileDotPairFn. Null
+// where an ISA has none: the driver then calls float_tile_dot per group.
+using FloatTilePairFn = void (*)(const void* const w[2], const float* x, int64_t cols, float* const y[2]);
 
 // ---- the KQuant family x Q8_K activations -----------------------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.
@@ -187,6 +192,7 @@ struct KernelTable {
   QuantizeActivationsFn quantize_q8_K = nullptr;  // n multiple of 256
   FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
   FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
+  FloatTilePairFn float_tile_pair[3] = {};        // the same, two groups, one row; null: per group
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   TileDotPairFn tile_dot_pair[2] = {};            // Q8_0, Q4_0; null: two tile_dot calls
   DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()

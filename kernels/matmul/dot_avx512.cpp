@@ -145,6 +145,33 @@ void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t co
   }
 }
 
+// FloatTilePairFn: step k of group 0, then of group 1; each output's fma order as
+// float_dot_block<L, 4, 1, true> (lane l over k = l mod 16 in increasing k, reduce_lanes).
+template <class L>
+void float_tile_pair(const void* const w[2], const float* x, int64_t cols, float* const y[2]) {
+  using T = typename L::T;
+  const T* wg[2] = {static_cast<const T*>(w[0]), static_cast<const T*>(w[1])};
+  __m512 acc[2][kFloatDotW];
+#pragma GCC unroll 8
+  for (int j = 0; j < 2 * kFloatDotW; ++j) acc[j / kFloatDotW][j % kFloatDotW] = _mm512_setzero_ps();
+  for (int64_t k = 0; k + 16 <= cols; k += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {
+      const char* ahead = reinterpret_cast<const char*>(wg[s] + 4 * k) + kFloatPrefetchBytes;
+#pragma GCC unroll 4
+      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+#pragma GCC unroll 4
+      for (int j = 0; j < kFloatDotW; ++j) acc[s][j] = _mm512_fmadd_ps(L::load(wg[s] + 4 * k + 16 * j), xv, acc[s][j]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int s = 0; s < 2; ++s) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kFloatDotW; ++j) y[s][j] = reduce_lanes(acc[s][j]);
+  }
+}
+
 template <class L, int NW>
 void float_dot_nw(const uint8_t* w, size_t ws, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
   switch (nx) {
@@ -918,6 +945,9 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.float_tile_dot[0] = float_tile_dot<LoadF32>;
   t.float_tile_dot[1] = float_tile_dot<LoadF16>;
   t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
+  t.float_tile_pair[0] = float_tile_pair<LoadF32>;
+  t.float_tile_pair[1] = float_tile_pair<LoadF16>;
+  t.float_tile_pair[2] = float_tile_pair<LoadBF16>;
   t.tile_dot[0] = tile_dot<false>;
   t.tile_dot[1] = tile_dot<true>;
   t.tile_dot_pair[0] = tile_dot_pair<false>;

@@ -108,6 +108,20 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
       dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
     }
   };
+  const FloatTilePairFn pair = c.kt.float_tile_pair[index];
+  if (c.m == 1 && pair != nullptr && r0 < tiled_rows) {
+    // Decode: groups g and g + n/2 of the unit's tiled groups together, two weight streams.
+    const int64_t tiled_end = std::min(r1, tiled_rows);
+    const int64_t half = (tiled_end - r0) / kFloatDotW / 2;
+    for (int64_t g = 0; g < half; ++g) {
+      const int64_t j0 = r0 + g * kFloatDotW, j1 = j0 + half * kFloatDotW;
+      const void* groups[2] = {wdata + j0 * rb, wdata + j1 * rb};
+      float* ys[2] = {y + j0, y + j1};
+      pair(groups, c.x, cols, ys);
+    }
+    for (int64_t j = r0 + 2 * half * kFloatDotW; j < r1; j += kFloatDotW) rows_group(j, 0, kTileStream);
+    return;
+  }
   if (c.m <= kFewActivationRows) {
     // Decode and batched decode: each group of weight rows read once from DRAM and reused
     // from L1 by every activation block, the last of which prefetches the next group.

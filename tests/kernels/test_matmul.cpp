@@ -380,6 +380,48 @@ TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
   }
 }
 
+TEST(Matmul, FloatTilePairKernelsGiveEachGroupItsSingleGroupBits) {
+  // float_tile_pair (two tiled groups read alternately, one activation row) against
+  // float_tile_dot on each group alone, straight from the tables; then through the matmul
+  // driver, which pairs a unit's tiled groups for m = 1.
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    const int index = dot_kind(t).index;
+    for (int64_t cols : {16, 48, 2048}) {
+      const TestMatrix w = random_matrix(t, 2 * kFloatDotW, cols, uint32_t(cols + index));
+      const TiledCopy tiled = tiled_copy(w);
+      const size_t group_bytes = size_t(kFloatDotW) * size_t(row_bytes(t, cols));
+      const std::vector<float> x = random_floats(cols, uint32_t(cols));
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        if (kt.float_tile_pair[index] == nullptr) continue;  // optional: the driver calls per group
+        std::vector<float> single(2 * kFloatDotW, -1.0f), pair(2 * kFloatDotW, -2.0f);
+        const void* groups[2];
+        float* y[2];
+        for (int s = 0; s < 2; ++s) {
+          groups[s] = static_cast<const uint8_t*>(tiled.view.data) + s * group_bytes;
+          y[s] = pair.data() + s * kFloatDotW;
+          kt.float_tile_dot[index](groups[s], x.data(), 0, 1, cols, single.data() + s * kFloatDotW, 0, kTileStream);
+        }
+        kt.float_tile_pair[index](groups, x.data(), cols, y);
+        expect_same_bits(pair, single, isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      }
+    }
+    // 403 rows: 100 groups and 3 row-major rows, units of 100, 52 and 36 rows (1, 2, 3
+    // threads): pairs, an odd group left over, and the row-major tail in the last unit.
+    const TestMatrix w = random_matrix(t, 403, 96, uint32_t(403 + index));
+    const TiledCopy tiled = tiled_copy(w);
+    const std::vector<float> x = random_floats(96, 5);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
+      for (Isa isa : supported_isas()) {
+        expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
+                         isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
+      }
+    }
+  }
+}
+
 TEST(Matmul, KQuantTilesHoldEachRowsBlocks) {
   // Packing is a pure rearrangement: every row's ggml block comes back out of the tile.
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {

@@ -9,7 +9,7 @@
 # tile_dot_block: Q8_0 / Q4_0; kquant_tile_dot, q45k_tile_rows, q4k_tile_rows, q6k_tile_rows_single,
 # q5k_tile_rows, q6k_tile_rows: K-quants; a function with no prefetch that calls others is a
 # dispatcher of row passes and is let through;
-# float_dot_block<..., true>: the tiled F32 / F16 / BF16 groups, AVX-512 only) of
+# float_dot_block<..., true>, float_tile_pair: the tiled F32 / F16 / BF16 groups, AVX-512 only) of
 # more than 60 instructions must contain a prefetch instruction (the shorter ones are
 # dispatchers that jump to the others). Exit 77 (skipped) when objdump is missing or the
 # library has no such objects.
@@ -21,7 +21,7 @@ objdump -d -C --no-show-raw-insn "$lib" | awk '
   /^[0-9a-f]+ <.*>:$/ {
     fn = ""
     if (obj != "dot_avx2.cpp.o" && obj != "kquant_tiles_avx2.cpp.o" && obj != "dot_avx512.cpp.o") next
-    if (match($0, /[(]anonymous namespace[)]::(tile_dot|tile_dot_pair|tile_dot_block|kquant_tile_dot|q45k_tile_rows|q4k_tile_rows|q5k_tile_rows|q6k_tile_rows|q6k_tile_rows_single)<[^>]*>[(]/) ||
+    if (match($0, /[(]anonymous namespace[)]::(tile_dot|tile_dot_pair|tile_dot_block|float_tile_pair|kquant_tile_dot|q45k_tile_rows|q4k_tile_rows|q5k_tile_rows|q6k_tile_rows|q6k_tile_rows_single)<[^>]*>[(]/) ||
         match($0, /[(]anonymous namespace[)]::float_dot_block<[^>]*, true>[(]/)) {
       fn = obj " " substr($0, RSTART + 23, RLENGTH - 24); ins[fn] = 0; n[fn] = 0; files[obj] = 1
     }
