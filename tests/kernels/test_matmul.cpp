@@ -330,6 +330,22 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   EXPECT_FALSE(has_tiled_layout(DType::Q5_0, 256));
 }
 
+// A tiled 403-row matrix through the matmul driver for one activation row (where the driver
+// pairs a unit's tiles or groups on ISAs with pair kernels) on 1-3 threads: the scalar bits.
+void expect_paired_gemv_gives_the_scalar_bits(DType t, int64_t cols, uint32_t seed) {
+  const TestMatrix w = random_matrix(t, 403, cols, seed);
+  const TiledCopy tiled = tiled_copy(w);
+  const std::vector<float> x = random_floats(cols, 5);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
+    for (Isa isa : supported_isas()) {
+      expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
+                       isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
+    }
+  }
+}
+
 TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
   // tile_dot_pair (two tiles' blocks interleaved, one activation row) against tile_dot on each
   // tile alone, straight from the tables; then through the matmul driver, which pairs the
@@ -366,17 +382,7 @@ TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
     }
     // 403 rows: 25 tiles and 3 tail rows, so that units of 4, 3 and 2 tiles (1, 2, 3 threads)
     // pair tiles, with an odd tile left over.
-    const TestMatrix w = random_matrix(t, 403, 32 * 35, uint32_t(403 + kind));
-    const TiledCopy tiled = tiled_copy(w);
-    const std::vector<float> x = random_floats(32 * 35, 5);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
-      for (Isa isa : supported_isas()) {
-        expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
-                         isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
-      }
-    }
+    expect_paired_gemv_gives_the_scalar_bits(t, 32 * 35, uint32_t(403 + kind));
   }
 }
 
@@ -408,17 +414,7 @@ TEST(Matmul, FloatTilePairKernelsGiveEachGroupItsSingleGroupBits) {
     }
     // 403 rows: 100 groups and 3 row-major rows, units of 100, 52 and 36 rows (1, 2, 3
     // threads): pairs, an odd group left over, and the row-major tail in the last unit.
-    const TestMatrix w = random_matrix(t, 403, 96, uint32_t(403 + index));
-    const TiledCopy tiled = tiled_copy(w);
-    const std::vector<float> x = random_floats(96, 5);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
-      for (Isa isa : supported_isas()) {
-        expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
-                         isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
-      }
-    }
+    expect_paired_gemv_gives_the_scalar_bits(t, 96, uint32_t(403 + index));
   }
 }
 
