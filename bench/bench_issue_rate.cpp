@@ -1,4 +1,4 @@
-// Issue rate of the AVX2 instruction mixes the GEMM kernels are built from, on operands in
+// Issue rate of the instruction mixes the GEMM kernels are built from, on operands in
 // L1 (no DRAM traffic), on every pool thread: the most multiply-accumulates per second a
 // GEMM of many activation rows (batched decode, prefill) can reach on this machine with
 // those instructions. bench/batch_bound.py sets it against the GEMV of the same run
@@ -10,10 +10,16 @@
 //                                Q4_0 tiles and the unpacked Q4_K / Q5_K / Q6_K tiles
 //   issue/avx2/int8_q8_0         the same with vpsignb for the signed codes and vpmaddwd +
 //                                vpaddd per product (Q8_0 pair sums do not fit int16 twice)
+//   issue/avx512/fp32_fma        512-bit vfmadd231ps, 12 independent chains: F32 / F16 / BF16
+//   issue/avx512/int8_vpdpbusd   per 64 MACs: one vpdpbusd of a 64-byte code vector (16
+//                                weight rows x 4 values) and 4 broadcast activation bytes, 8
+//                                activation rows per vector (kTileActs): the Q8_0 / Q4_0 tile
+//                                kernels' dot and the K-quant tiles' (their unpacking and
+//                                scale products are not in it, so it is their floor)
 //
 // Counter macs/s: multiply-accumulates per second, all threads together. Registered only
-// where the CPU runs AVX2 and FMA; the loops carry their own target attributes, so the rest
-// of bench_kernels keeps the baseline ISA.
+// where the CPU runs the ISA (AVX2 + FMA; AVX-512 F/BW/VNNI); the loops carry their own
+// target attributes, so the rest of bench_kernels keeps the baseline ISA.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -104,12 +110,97 @@ __attribute__((target("avx2,fma"), noinline)) int64_t fma_rounds(int64_t rounds)
   return static_cast<int64_t>(_mm256_cvtss_f32(s));
 }
 
-enum class Mix { Fp32Fma, Int16Sums, Q8_0 };
+// AVX-512: one weight block of 8 code vectors of 16 rows x 4 values, 8 activation rows.
+struct alignas(64) Operands512 {
+  uint8_t code[8][64];
+  int8_t act[8][32];
+};
+
+Operands512 make_operands_512() {
+  Operands512 o{};
+  uint32_t state = 54321;
+  auto next = [&] { return static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24); };
+  for (auto& v : o.code) {
+    for (uint8_t& b : v) b = next();
+  }
+  for (auto& r : o.act) {
+    for (int8_t& b : r) b = static_cast<int8_t>(next());
+  }
+  return o;
+}
+
+__attribute__((target("avx512f"))) inline __m512i broadcast_quad_512(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Rounds of 8 x 8 vpdpbusd (4,096 MACs a round): 8 independent int32 chains a round (one
+// per activation row, as the tile kernels at 8 rows, the activation quad broadcast from
+// memory), folded into one total after the round as a kernel folds a block's sums.
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) int64_t vpdpbusd_rounds(const Operands512& o,
+                                                                                        int64_t rounds) {
+  __m512i total = _mm512_setzero_si512();
+  for (int64_t r = 0; r < rounds; ++r) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      const __m512i code = _mm512_load_si512(o.code[l]);
+      s0 = _mm512_dpbusd_epi32(s0, code, broadcast_quad_512(o.act[0] + 4 * l));
+      s1 = _mm512_dpbusd_epi32(s1, code, broadcast_quad_512(o.act[1] + 4 * l));
+      s2 = _mm512_dpbusd_epi32(s2, code, broadcast_quad_512(o.act[2] + 4 * l));
+      s3 = _mm512_dpbusd_epi32(s3, code, broadcast_quad_512(o.act[3] + 4 * l));
+      s4 = _mm512_dpbusd_epi32(s4, code, broadcast_quad_512(o.act[4] + 4 * l));
+      s5 = _mm512_dpbusd_epi32(s5, code, broadcast_quad_512(o.act[5] + 4 * l));
+      s6 = _mm512_dpbusd_epi32(s6, code, broadcast_quad_512(o.act[6] + 4 * l));
+      s7 = _mm512_dpbusd_epi32(s7, code, broadcast_quad_512(o.act[7] + 4 * l));
+    }
+    const __m512i pairs = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+    total = _mm512_add_epi32(total, _mm512_add_epi32(pairs, _mm512_add_epi32(_mm512_add_epi32(s4, s5), _mm512_add_epi32(s6, s7))));
+    asm volatile("" ::: "memory");
+  }
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, total);
+  return lanes[0];
+}
+
+// Rounds of 12 independent 512-bit vfmadd231ps chains (192 MACs a round).
+__attribute__((target("avx512f"), noinline)) int64_t fma512_rounds(int64_t rounds) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1e-3f * float(i));
+  __m512 a = _mm512_set1_ps(0.999f);
+  const __m512 c = _mm512_set1_ps(1e-3f);
+  for (int64_t r = 0; r < rounds; ++r) {
+    asm volatile("" : "+v"(a));  // opaque: no chain is folded or hoisted
+#pragma GCC unroll 12
+    for (auto& v : acc) v = _mm512_fmadd_ps(v, a, c);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return static_cast<int64_t>(lanes[0]);
+}
+
+enum class Mix { Fp32Fma, Int16Sums, Q8_0, Fp32Fma512, Vpdpbusd };
+
+// Multiply-accumulates one thread issues in bench_issue's call of the mix.
+double macs_per_call(Mix mix, int64_t rounds) {
+  switch (mix) {
+    case Mix::Fp32Fma: return double(rounds) * 8 * 96;
+    case Mix::Int16Sums:
+    case Mix::Q8_0: return double(rounds) * 1024;
+    case Mix::Fp32Fma512: return double(rounds) * 4 * 192;
+    case Mix::Vpdpbusd: return double(rounds) * 4096;
+  }
+  return 0;
+}
 
 void bench_issue(benchmark::State& state, Mix mix) {
   constexpr int64_t kRounds = 1 << 16;
   ThreadPool& pool = bench_pool();
   const Operands operands = make_operands();
+  const Operands512 operands_512 = make_operands_512();
   std::vector<int64_t> sinks(size_t(pool.size()));
   for (auto _ : state) {
     pool.run_on_all([&](int t) {
@@ -117,21 +208,30 @@ void bench_issue(benchmark::State& state, Mix mix) {
         case Mix::Fp32Fma: sinks[size_t(t)] += fma_rounds(kRounds * 8); break;
         case Mix::Int16Sums: sinks[size_t(t)] += int8_rounds<false>(operands, kRounds); break;
         case Mix::Q8_0: sinks[size_t(t)] += int8_rounds<true>(operands, kRounds); break;
+        case Mix::Fp32Fma512: sinks[size_t(t)] += fma512_rounds(kRounds * 4); break;
+        case Mix::Vpdpbusd: sinks[size_t(t)] += vpdpbusd_rounds(operands_512, kRounds); break;
       }
     });
     benchmark::DoNotOptimize(sinks.data());
   }
-  const double macs_per_thread = mix == Mix::Fp32Fma ? double(kRounds) * 8 * 96 : double(kRounds) * 1024;
+  const double macs_per_thread = macs_per_call(mix, kRounds);
   state.counters["macs/s"] = benchmark::Counter(macs_per_thread * pool.size(), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = pool.size();
 }
 
 const bool kRegistered = [] {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-  for (auto [name, mix] : {std::pair{"issue/avx2/fp32_fma", Mix::Fp32Fma},
-                           std::pair{"issue/avx2/int8_int16_sums", Mix::Int16Sums},
-                           std::pair{"issue/avx2/int8_q8_0", Mix::Q8_0}}) {
+  auto add = [](const char* name, Mix mix) {
     benchmark::RegisterBenchmark(name, bench_issue, mix)->Unit(benchmark::kMillisecond)->UseRealTime();
+  };
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    add("issue/avx2/fp32_fma", Mix::Fp32Fma);
+    add("issue/avx2/int8_int16_sums", Mix::Int16Sums);
+    add("issue/avx2/int8_q8_0", Mix::Q8_0);
+  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni")) {
+    add("issue/avx512/fp32_fma", Mix::Fp32Fma512);
+    add("issue/avx512/int8_vpdpbusd", Mix::Vpdpbusd);
   }
   return true;
 }();
