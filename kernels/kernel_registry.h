@@ -12,6 +12,7 @@ void add_avx2_row_kernels(KernelTable& t);   // ops_avx2.cpp
 void add_avx2_kquant_unpacked_kernels(KernelTable& t);  // matmul/kquant_unpacked_avx2.cpp
 void add_avx512_dot_kernels(KernelTable& t); // dot_avx512.cpp
 void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
+void add_avx512_kquant_unpacked_kernels(KernelTable& t);  // matmul/kquant_unpacked_avx512.cpp
 void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
 void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
 void add_avx2_exp_kernels(KernelTable& t);   // exp_sum_avx2.cpp

@@ -170,12 +170,13 @@ using KQuantTileDotFn = void (*)(const uint8_t* tile, int64_t nb, const void* x,
 // (Each broadcast activation dword then feeds both tiles' vpdpbusd: the AVX-512 kernels are
 // bound by loads, bench/README.md.) kTilePrefetchNext prefetches the next pair.
 
-// ---- K-quant tiles unpacked for batched decode and prefill (AVX2 only; null elsewhere) -------
+// ---- K-quant tiles unpacked for batched decode and prefill (AVX2, AVX-512; null in scalar) --
 // With several activation rows each tile is swept by every few of them, and unpacking the codes
 // and the packed scales costs as much as multiplying them; unpacking a tile once per matmul
 // leaves the sweeps loads and multiply-adds. An unpacked block is kKQuantUnpackedBlockBytes[kind]
-// (kind as kquant_tile_dot: Q4_K 0, Q6_K 1, Q5_K 2) in the ISA's own layout
-// (matmul/kquant_unpacked_avx2.cpp); only that ISA's kernel reads it.
+// (kind as kquant_tile_dot: Q4_K 0, Q6_K 1, Q5_K 2) in the layout of
+// matmul/kquant_unpacked_avx2.cpp, whose unpacking the AVX-512 table shares (its fields are
+// [16 rows][4 bytes] units: 32-byte halves for AVX2, one 64-byte vector for AVX-512).
 constexpr size_t kKQuantUnpackedBlockBytes[3] = {4928, 5664, 4928};
 // nb blocks of the tile at tile -> nb unpacked blocks at out.
 using KQuantUnpackFn = void (*)(const uint8_t* tile, int64_t nb, uint8_t* out);
@@ -198,8 +199,11 @@ struct KernelTable {
   DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()
   KQuantTileDotFn kquant_tile_dot[3] = {};        // Q4_K, Q6_K, Q5_K tiles
   KQuantTileDotFn kquant_tile2_dot[3] = {};       // the same, two tiles a call
-  KQuantUnpackFn kquant_unpack[3] = {};           // the same tiles, unpacked (m >= 8)
+  KQuantUnpackFn kquant_unpack[3] = {};           // the same tiles, unpacked
   KQuantUnpackedDotFn kquant_unpacked_dot[3] = {};
+  // From how many activation rows the matmul unpacks (where kquant_unpacked_dot is set): the
+  // row count from which this ISA's unpacked sweep beats its tile kernels (bench/README.md).
+  int kquant_unpack_min_rows[3] = {};
 
   void (*to_fp16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;

@@ -960,10 +960,7 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.kquant_tile2_dot[0] = kquant_tile_dot<0, 2>;
   t.kquant_tile2_dot[1] = kquant_tile_dot<1, 2>;
   t.kquant_tile2_dot[2] = q5k_tile2_dot;
-  // K-quant batched decode and prefill stay on the tile kernels above (the AVX2 table's
-  // unpacked kernels were not measured against them on an AVX-512 machine).
-  for (auto& f : t.kquant_unpack) f = nullptr;
-  for (auto& f : t.kquant_unpacked_dot) f = nullptr;
+  // K-quant batched decode and prefill from kquant_unpack_min_rows rows: kquant_unpacked_avx512.cpp.
 }
 
 }  // namespace spillway::kernels

@@ -1,6 +1,6 @@
 // AVX2: K-quant tiles (Q4_K, Q5_K, Q6_K) unpacked once per matmul, and the kernels that sweep
 // them with activation rows (kernel_table.h, "K-quant tiles unpacked"). The matmul driver uses
-// them from a few activation rows on (batched decode, prefill; kUnpackMinRows in matmul.cpp);
+// them from a few activation rows on (batched decode, prefill; kquant_unpack_min_rows below);
 // the GEMV keeps the tile kernels of dot_avx2.cpp, which read the packed tile straight from DRAM.
 //
 // Why: the tile kernels unpack codes and scales again for every 4 activation rows, and on
@@ -40,6 +40,21 @@ inline __m256i broadcast_dword(const void* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
+// The packed block kUnpackAheadBlocks after blk (past the tile's end: the unit's next tile,
+// or nothing; prefetches never fault). The unpacking reads a block's fields in three or four
+// interleaved streams that the hardware prefetchers did not follow: without this, unpacking a
+// 5632x2048 Q6_K matrix took ~1 ms on one thread and with it ~0.4 ms (AVX-512 machine,
+// bench/README.md, "K-quant tiles unpacked on AVX-512").
+constexpr size_t kUnpackAheadBlocks = 2;
+template <size_t kBlockBytes>
+inline void prefetch_block_ahead(const uint8_t* blk) {
+  const char* p = reinterpret_cast<const char*>(blk) + kUnpackAheadBlocks * kBlockBytes;
+  // A loop, not unrolled: fully unrolled (54 prefetches in a row for Q6_K) the unpacking ran
+  // 1.4x slower than with this loop (bench_gemv_count Q6_K tiled 5632 2048 8 20 512).
+#pragma GCC unroll 1
+  for (size_t l = 0; l < kBlockBytes + 64; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+}
+
 // Row pairs from two int32 lanes of values that fit in int16: (lo, hi) in each lane.
 inline __m256i row_pair(__m256i lo, __m256i hi) { return _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA); }
 
@@ -52,6 +67,7 @@ void q6k_unpack(const uint8_t* tile, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = tile + b * kBlockBytes;
     uint8_t* o = out + b * kKQuantUnpackedBlockBytes[1];
+    prefetch_block_ahead<kBlockBytes>(blk);
     for (int h = 0; h < 2; ++h) {
       for (int l4 = 0; l4 < 8; ++l4) {
         #pragma GCC unroll 2
@@ -146,6 +162,7 @@ void q45k_unpack(const uint8_t* tile, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = tile + b * kBlockBytes;
     uint8_t* o = out + b * kKQuantUnpackedBlockBytes[0];
+    prefetch_block_ahead<kBlockBytes>(blk);
     #pragma GCC unroll 2
     for (size_t hb = 0; hb < 64; hb += 32) {
       const Q45kScales scales = q45k_decode_scales(blk, hb);
@@ -255,6 +272,13 @@ void add_avx2_kquant_unpacked_kernels(KernelTable& t) {
   t.kquant_unpacked_dot[0] = kquant_unpacked_dot<0>;
   t.kquant_unpacked_dot[1] = kquant_unpacked_dot<1>;
   t.kquant_unpacked_dot[2] = kquant_unpacked_dot<2>;
+  // Q4_K, Q6_K, Q5_K: from 4 (Q4_K) or 3 (Q5_K) rows the tile kernels lose to unpacking (their
+  // 3-4 row passes run at a fraction of the GEMV's rate); the Q6_K tile kernel wins up to 7
+  // rows streamed from DRAM (bench/README.md, "AVX2 float GEMV, few activation rows, ...",
+  // part 3).
+  t.kquant_unpack_min_rows[0] = 4;
+  t.kquant_unpack_min_rows[1] = 8;
+  t.kquant_unpack_min_rows[2] = 3;
 }
 
 }  // namespace spillway::kernels

@@ -252,21 +252,16 @@ int64_t kquant_rows_per_unit(const WeightMatrix& w, const Context& c) {
 // row-major rows after the last full tile.
 bool kquant_tiled(const WeightMatrix& w) { return w.layout == WeightLayout::Tiled && has_kquant_tiles(w.type); }
 
-// K-quant tiles with kUnpackMinRows or more activation rows, where the ISA unpacks them
-// (kernel_table.h): a unit's tiles are unpacked once into a per-thread buffer of at most
+// K-quant tiles with the ISA's kquant_unpack_min_rows or more activation rows, where it unpacks
+// them (kernel_table.h): a unit's tiles are unpacked once into a per-thread buffer of at most
 // kUnpackedUnitBytes (or one tile), which stays in L2 beside a block of activation rows while
 // every block sweeps it (bench/README.md, "K-quant tiles unpacked once per matmul").
-// kUnpackMinRows by kind (Q4_K, Q6_K, Q5_K): from 4 (Q4_K) or 3 (Q5_K) rows the tile kernels
-// lose to unpacking (their 3-4 row passes run at a fraction of the GEMV's rate); the Q6_K tile
-// kernel wins up to 7 rows streamed from DRAM (bench/README.md, "AVX2 float GEMV, few
-// activation rows, ...", part 3).
 constexpr int64_t kUnpackedUnitBytes = 192 << 10;
-constexpr int64_t kUnpackMinRows[3] = {4, 8, 3};
 
 bool kquant_unpacks(const WeightMatrix& w, const Context& c) {
   if (!kquant_tiled(w)) return false;
   const int kind = dot_kind(w.type).index;  // 0..2 for the tiled kinds
-  return c.m >= kUnpackMinRows[kind] && c.kt.kquant_unpacked_dot[kind] != nullptr;
+  return c.kt.kquant_unpacked_dot[kind] != nullptr && c.m >= c.kt.kquant_unpack_min_rows[kind];
 }
 
 size_t unpacked_tile_bytes(const WeightMatrix& w) {

@@ -509,7 +509,7 @@ TEST(Matmul, KQuantTileKernelsGiveTheScalarBitsForEveryRowCountAndHint) {
 
 TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
   // The batched-decode and prefill path of Q4_K / Q5_K / Q6_K where the ISA has it
-  // (kernel_table.h; AVX2, which must): a tile unpacked once, then the unpacked kernel, gives
+  // (kernel_table.h; AVX2 and AVX-512, which must): a tile unpacked once, then the unpacked kernel, gives
   // the scalar tile kernel's bits for every activation row count. (The matmul driver's use of
   // it: TiledLayoutGivesTheRowMajorBitsOnEveryIsa, m >= 3.) Odd strides, 1 / 3 / 9 blocks, and
   // two activation rows at the int8 extremes, against random codes and every code at its
@@ -532,8 +532,8 @@ TEST(Matmul, UnpackedKQuantTilesGiveTheScalarBits) {
         for (int i = 0; i < kKQuantTileActs; ++i) kernels_for(Isa::Scalar).quantize_q8_K(x.data() + i * cols, xq.data() + i * xs, cols);
         for (Isa isa : supported_isas()) {
           const KernelTable& kt = kernels_for(isa);
-          if (isa == Isa::Avx2) {
-            ASSERT_NE(kt.kquant_unpacked_dot[kind], nullptr) << dtype_name(t);
+          if (isa == Isa::Avx2 || isa == Isa::Avx512) {
+            ASSERT_NE(kt.kquant_unpacked_dot[kind], nullptr) << isa_label(isa) << " " << dtype_name(t);
           }
           if (kt.kquant_unpacked_dot[kind] == nullptr) continue;
           std::vector<uint8_t> unpacked(size_t(nb) * kKQuantUnpackedBlockBytes[kind]);
