@@ -307,8 +307,9 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
           } else {
             EXPECT_EQ(tiled.bytes, w.bytes);  // no full tile: everything stays row-major
           }
-          // AVX2 unpacks K-quant tiles from m = 3 (Q5_K), 4 (Q4_K), 8 (Q6_K); 5: a float block of
-          // a triple and a pair of activation rows; 37: prefill order.
+          // AVX2 unpacks K-quant tiles from m = 3 (Q5_K), 4 (Q4_K), 8 (Q6_K), AVX-512 from 16
+          // (Q6_K), 32 (Q5_K) (its Q4_K sweep, from 256 rows: UnpackedKQuantTilesGiveTheScalarBits);
+          // 5: a float block of a triple and a pair of activation rows; 37: prefill order.
           for (int64_t m : {1, 3, 4, 5, 8, 9, 16, 20, 37}) {
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
