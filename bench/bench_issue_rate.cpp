@@ -42,10 +42,15 @@ struct alignas(64) Operands {
   int8_t act[4][32];
 };
 
+// Pseudo-random operand bytes (a linear congruential generator's high byte).
+struct ByteStream {
+  uint32_t state;
+  uint8_t operator()() { return static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24); }
+};
+
 Operands make_operands() {
   Operands o{};
-  uint32_t state = 12345;
-  auto next = [&] { return static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24); };
+  ByteStream next{12345};
   for (auto& v : o.code) {
     for (uint8_t& b : v) b = next() & 15;  // nibble-sized, as Q4_0 / Q4_K codes
   }
@@ -118,8 +123,7 @@ struct alignas(64) Operands512 {
 
 Operands512 make_operands_512() {
   Operands512 o{};
-  uint32_t state = 54321;
-  auto next = [&] { return static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24); };
+  ByteStream next{54321};
   for (auto& v : o.code) {
     for (uint8_t& b : v) b = next();
   }
@@ -184,20 +188,29 @@ __attribute__((target("avx512f"), noinline)) int64_t fma512_rounds(int64_t round
 
 enum class Mix { Fp32Fma, Int16Sums, Q8_0, Fp32Fma512, Vpdpbusd };
 
-// Multiply-accumulates one thread issues in bench_issue's call of the mix.
-double macs_per_call(Mix mix, int64_t rounds) {
+// Rounds of the mix's loop in one call (the FMA loops' rounds are shorter) and the
+// multiply-accumulates of one round, per thread.
+constexpr int64_t kRounds = 1 << 16;
+int64_t rounds_per_call(Mix mix) {
   switch (mix) {
-    case Mix::Fp32Fma: return double(rounds) * 8 * 96;
+    case Mix::Fp32Fma: return kRounds * 8;
+    case Mix::Fp32Fma512: return kRounds * 4;
+    default: return kRounds;
+  }
+}
+double macs_per_round(Mix mix) {
+  switch (mix) {
+    case Mix::Fp32Fma: return 96;
     case Mix::Int16Sums:
-    case Mix::Q8_0: return double(rounds) * 1024;
-    case Mix::Fp32Fma512: return double(rounds) * 4 * 192;
-    case Mix::Vpdpbusd: return double(rounds) * 4096;
+    case Mix::Q8_0: return 1024;
+    case Mix::Fp32Fma512: return 192;
+    case Mix::Vpdpbusd: return 4096;
   }
   return 0;
 }
 
 void bench_issue(benchmark::State& state, Mix mix) {
-  constexpr int64_t kRounds = 1 << 16;
+  const int64_t rounds = rounds_per_call(mix);
   ThreadPool& pool = bench_pool();
   const Operands operands = make_operands();
   const Operands512 operands_512 = make_operands_512();
@@ -205,16 +218,16 @@ void bench_issue(benchmark::State& state, Mix mix) {
   for (auto _ : state) {
     pool.run_on_all([&](int t) {
       switch (mix) {
-        case Mix::Fp32Fma: sinks[size_t(t)] += fma_rounds(kRounds * 8); break;
-        case Mix::Int16Sums: sinks[size_t(t)] += int8_rounds<false>(operands, kRounds); break;
-        case Mix::Q8_0: sinks[size_t(t)] += int8_rounds<true>(operands, kRounds); break;
-        case Mix::Fp32Fma512: sinks[size_t(t)] += fma512_rounds(kRounds * 4); break;
-        case Mix::Vpdpbusd: sinks[size_t(t)] += vpdpbusd_rounds(operands_512, kRounds); break;
+        case Mix::Fp32Fma: sinks[size_t(t)] += fma_rounds(rounds); break;
+        case Mix::Int16Sums: sinks[size_t(t)] += int8_rounds<false>(operands, rounds); break;
+        case Mix::Q8_0: sinks[size_t(t)] += int8_rounds<true>(operands, rounds); break;
+        case Mix::Fp32Fma512: sinks[size_t(t)] += fma512_rounds(rounds); break;
+        case Mix::Vpdpbusd: sinks[size_t(t)] += vpdpbusd_rounds(operands_512, rounds); break;
       }
     });
     benchmark::DoNotOptimize(sinks.data());
   }
-  const double macs_per_thread = macs_per_call(mix, kRounds);
+  const double macs_per_thread = double(rounds) * macs_per_round(mix);
   state.counters["macs/s"] = benchmark::Counter(macs_per_thread * pool.size(), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = pool.size();
 }
