@@ -1,6 +1,7 @@
 // `spillway bench`: prefill, decode and batched-decode speeds of a model, each also as a
 // fraction of the physical limit measured in the same run (bench/README.md):
-//   decode: (weight bytes + KV bytes read per token) x tok/s / DRAM read bandwidth;
+//   decode: (weight bytes + KV bytes + recurrent-state bytes read per token) x tok/s / DRAM
+//   read bandwidth;
 //   prefill: ops per token x tok/s / the compute peak of the weights' dot product (int8
 //   for quantized weights, bf16 for F16/BF16, fp32 for F32);
 //   with layers streamed from disk: streamed bytes per step x steps/s / disk bandwidth.
@@ -279,7 +280,7 @@ int bench(const BenchOptions& o) {
     first = false;
   });
   const Peak peak = prefill_peak(type, peaks);
-  const double tg_bytes = r.weight_bytes_per_step + r.kv_bytes_per_decode_token;
+  const double tg_bytes = r.weight_bytes_per_step + r.kv_bytes_per_decode_token + r.state_bytes_per_decode_token;
 
   nlohmann::ordered_json j;
   j["model"] = o.model;
@@ -296,6 +297,8 @@ int bench(const BenchOptions& o) {
   j["pp_peak"] = peak.kind;
   j["pp_ops_per_token"] = r.ops_per_prefill_token;
   j["tg_bytes_per_token"] = tg_bytes;
+  j["tg_kv_bytes_per_token"] = r.kv_bytes_per_decode_token;
+  j["tg_state_bytes_per_token"] = r.state_bytes_per_decode_token;
   if (r.batch > 1) {
     j["batch"] = r.batch;
     j["batch_tg_tokens_per_second"] = r.batch_tg_tokens_per_second;
@@ -382,8 +385,10 @@ int bench(const BenchOptions& o) {
       o.no_probe ? "" : fmt::format("  {:5.1f}% of DRAM bandwidth", 100 * j["tg_fraction_of_bandwidth"].get<double>());
   fmt::print("  prefill {:>5} tokens: {:9.1f} tok/s{}\n", o.throughput.prompt_tokens, r.pp_tokens_per_second,
              pp_share);
-  fmt::print("  decode  {:>5} tokens: {:9.1f} tok/s{} ({:.1f} MB per token)\n", o.throughput.gen_tokens,
-             r.tg_tokens_per_second, tg_share, tg_bytes / 1e6);
+  const std::string state_share = r.state_bytes_per_decode_token > 0
+      ? fmt::format(", {:.1f} MB of it recurrent state", r.state_bytes_per_decode_token / 1e6) : "";
+  fmt::print("  decode  {:>5} tokens: {:9.1f} tok/s{} ({:.1f} MB per token{})\n", o.throughput.gen_tokens,
+             r.tg_tokens_per_second, tg_share, tg_bytes / 1e6, state_share);
   if (r.batch > 1) {
     fmt::print("  decode x{:<3} sequences: {:9.1f} tok/s  {:.2f}x one sequence\n", r.batch,
                r.batch_tg_tokens_per_second, j["batch_speedup"].get<double>());

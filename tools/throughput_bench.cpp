@@ -77,6 +77,10 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
   const double kv_per_token = static_cast<double>(
       KvCache::bytes_per_token(c, kernels::DType::F16));
   r.kv_bytes_per_decode_token = kv_per_token * (o.prompt_tokens + o.gen_tokens / 2.0);
+  // A decode step of a hybrid model reads its sequence's whole recurrent state (conv and
+  // delta-rule state of every delta-net layer) as an attention layer reads its KV; the step
+  // also writes it back (to the slot's other buffer), which is not counted, as KV writes are not.
+  r.state_bytes_per_decode_token = static_cast<double>(RecurrentState::state_bytes(c));
 
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   std::uniform_int_distribution<int32_t> random_id(0, c.n_vocab - 1);

@@ -41,6 +41,7 @@ struct ThroughputResult {
   // Work per unit measured.
   double weight_bytes_per_step = 0;       // matrices read by one forward (embedding rows aside)
   double kv_bytes_per_decode_token = 0;   // KV read at the mean decode context
+  double state_bytes_per_decode_token = 0;  // hybrid models: the recurrent state a step reads (0 otherwise)
   double ops_per_prefill_token = 0;       // 2 x matrix MACs + attention, at the mean context
   std::vector<double> pp_samples, tg_samples;  // per repeat, tokens per second
   int64_t mobile_little_tokens = 0, mobile_fallback_tokens = 0;  // MoBiLE, one-sequence decode
