@@ -12,7 +12,10 @@
 //
 // Thread contract: the engine thread owns it (the forward writes the output buffers of the
 // slots of its batch; no two sequences of a batch share a slot). Allocation is lazy (calloc):
-// an unused slot costs address space only.
+// an unused slot costs address space only, and the first step to write a buffer pays its page
+// faults (on the development VM ~0.2 ms per 64 KiB head state, more than the recurrence
+// itself; prefault() moves them out of a measurement). Buffers and layers start on 64-byte
+// boundaries, so the kernels' vector loads and stores of a head's rows never split a line.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,9 @@ class RecurrentState {
 
   // Zeroes the slot's current state (on acquiring it for a new sequence); no rollback.
   void reset(int32_t slot);
+  // Writes zeros over both buffers of the slot, so that their pages are mapped before a timed
+  // step (benchmarks' warm-up); its current state is zero afterwards, no rollback.
+  void prefault(int32_t slot);
   // Starts a forward step of the slot's sequence (once per step, before any layer runs).
   void begin_step(int32_t slot);
   // Returns to the state before the last begin_step; false (nothing changed) when there
@@ -78,16 +84,17 @@ class RecurrentState {
     int64_t conv_floats;  // (K - 1) * conv_dim
   };
   struct Free {
-    void operator()(float* p) const;
+    void operator()(void* p) const;
   };
   float* buffer(int32_t slot, int which) const {
-    return data_.get() + (int64_t{slot} * 2 + which) * state_floats_;
+    return data_ + (int64_t{slot} * 2 + which) * state_floats_;
   }
 
   int32_t n_slots_ = 0;
-  int64_t state_floats_ = 0;
+  int64_t state_floats_ = 0;  // a multiple of kAlignFloats
   std::vector<Layer> layers_;
-  std::unique_ptr<float[], Free> data_;  // [n_slots][2][state_floats]
+  std::unique_ptr<void, Free> allocation_;  // calloc'd: data_ plus up to 64 bytes before it
+  float* data_ = nullptr;                   // [n_slots][2][state_floats], 64-byte aligned
   std::vector<uint8_t> current_;         // per slot: which buffer holds the current state
   std::vector<uint8_t> can_rollback_;    // per slot
   mutable CopyStats copy_stats_;         // snapshot_into() is const

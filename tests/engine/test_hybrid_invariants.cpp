@@ -200,6 +200,30 @@ TEST_F(HybridInvariants, StateSizeAndResetAndZeroStartAtPositionZero) {
   expect_close(step(2, kTokens, 0, 6), fresh, "position 0 ignores the slot's old state");
 }
 
+TEST_F(HybridInvariants, StateBuffersStartOnCacheLinesAndPrefaultZeroesBoth) {
+  // Every layer's conv window and delta-rule state (so every head: 64 x 64 floats) of both
+  // buffers of every slot start on a 64-byte line: the kernels' vector rows never split one.
+  for (int32_t slot = 0; slot < state_->n_slots(); ++slot) {
+    for (int pass = 0; pass < 2; ++pass) {  // the step's input and output buffers, then swapped
+      state_->begin_step(slot);
+      for (int32_t l = 0; l < state_->n_layers(); ++l) {
+        for (const float* p : {state_->step_input(slot, l), static_cast<const float*>(state_->step_output(slot, l))}) {
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "slot " << slot << " layer " << l;
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(p + state_->conv_floats(l)) % 64, 0u) << "slot " << slot << " layer " << l;
+        }
+      }
+    }
+  }
+  // prefault: both buffers zero, nothing to roll back.
+  step(0, kOther, 0, 7);
+  step(0, kOther, 7, 1);  // both buffers of slot 0 hold states now
+  state_->prefault(0);
+  EXPECT_FALSE(state_->rollback(0));
+  for (float v : state_->snapshot(0).values) ASSERT_EQ(v, 0.0f);
+  state_->begin_step(0);  // the other buffer is the current one now
+  for (float v : state_->snapshot(0).values) ASSERT_EQ(v, 0.0f) << "the other buffer is zero too";
+}
+
 TEST_F(HybridInvariants, ForwardErrorsAreValues) {
   ForwardBatch batch;
   batch.add_sequence(kTokens.data(), 3, 0, blocks(0));
