@@ -95,6 +95,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 
 void add_inplace(float* y, const float* x, int64_t n) { active_table().add_inplace(y, x, n); }
 
+void conv_silu(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1, float* out) {
+  active_table().conv_silu(taps, C, rows, K, c0, c1, out);
+}
+
 double exp_scaled_sum(const float* x, float shift, float scale, float* out, int64_t n) {
   return active_table().exp_scaled_sum(x, shift, scale, out, n);
 }

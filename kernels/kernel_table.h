@@ -210,6 +210,10 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n) = nullptr;
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*add_inplace)(float* y, const float* x, int64_t n) = nullptr;
+  // As kernels::conv_silu (kernels.h): the sums have the same bits on every ISA, the SiLU is
+  // this table's silu_mul (times 1).
+  void (*conv_silu)(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1,
+                    float* out) = nullptr;
   // As kernels::exp_scaled_sum (exp_sum.h): every ISA gives the same bits.
   double (*exp_scaled_sum)(const float* x, float shift, float scale, float* out, int64_t n) = nullptr;
   // As kernels::row_range / band_masses / band_pack (sample_scan.h): every ISA gives the same bits.

@@ -99,6 +99,12 @@ void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // y += x
 void add_inplace(float* y, const float* x, int64_t n);
+// A causal depthwise convolution and SiLU for one token, channels [c0, c1) of C:
+//   out[ch] = silu(((0 + taps[ch] * rows[0][ch]) + taps[C + ch] * rows[1][ch]) + ... K terms)
+// taps: [K][C]; rows: the token's K window rows, oldest first. Each product is rounded and
+// added in tap order (no fused multiply-add); silu as silu_mul's with up = 1. out (indexed by
+// ch, like the rows) must not alias a window row.
+void conv_silu(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1, float* out);
 
 // ---- rotary position embedding ------------------------------------------------------
 enum class RopeStyle {

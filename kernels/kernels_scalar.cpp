@@ -350,10 +350,18 @@ void softmax_scalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+float silu_scalar(float g) { return g / (1.0f + std::exp(-g)); }
+
 void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = silu_scalar(gate[i]) * up[i];
+}
+
+void conv_silu_scalar(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1,
+                      float* out) {
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    float acc = 0.0f;
+    for (int32_t k = 0; k < K; ++k) acc += taps[int64_t{k} * C + ch] * rows[k][ch];
+    out[ch] = silu_scalar(acc) * 1.0f;
   }
 }
 
@@ -489,6 +497,7 @@ constexpr KernelTable make_scalar_table() {
   t.softmax = softmax_scalar;
   t.silu_mul = silu_mul_scalar;
   t.add_inplace = add_inplace_scalar;
+  t.conv_silu = conv_silu_scalar;
   t.exp_scaled_sum = exp_scaled_sum_scalar;
   t.row_range = row_range_scalar;
   t.band_masses = band_masses_scalar;

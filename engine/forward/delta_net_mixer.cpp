@@ -35,8 +35,6 @@ DeltaNetMixer::DeltaNetMixer(const ModelConfig& config) : cfg_(config) {
     conv_taps_.resize(std::max<size_t>(conv_taps_.size(), size_t(s.recurrent_ordinal) + 1));
   }
   conv_zeros_.resize(size_t(max_conv_dim_));  // zero-filled, never written
-  conv_ones_.resize(size_t(max_conv_dim_));
-  std::fill(conv_ones_.data, conv_ones_.data + max_conv_dim_, 1.0f);
 }
 
 void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
@@ -57,6 +55,10 @@ void DeltaNetMixer::ensure_capacity(int32_t n_tokens) {
 Status DeltaNetMixer::plan_step(const StepContext& ctx) {
   if (!active()) return {};
   if (!state_) return Error{"the model has gated delta net layers but the forward has no recurrent-state pool"};
+  if (max_conv_kernel_ > kMaxConvKernel) {
+    return Error{fmt::format("ssm conv kernel {} is longer than the {} taps the delta-net layer runs", max_conv_kernel_,
+                             kMaxConvKernel)};
+  }
   std::vector<uint8_t> seen(state_->n_slots(), 0);
   for (const BatchSequence& seq : ctx.batch.sequences) {
     if (seq.state_slot < 0 || seq.state_slot >= state_->n_slots()) {
@@ -151,7 +153,7 @@ void DeltaNetMixer::split_qkvz(const StepContext& ctx, const LayerSpec& spec) {
 // of this step]; the output state = the last K - 1 raw rows of that window.
 void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w) {
   const int32_t C = spec.ssm_conv_dim(), K = spec.ssm_conv_kernel, ord = spec.recurrent_ordinal;
-  // Taps as [K][C] and a zero row, so the loops below run along channels (contiguous rows);
+  // Taps as [K][C] and a zero row, so kernels::conv_silu runs along channels (contiguous rows);
   // each output still sums its K terms in tap order, as the per-channel form did.
   std::vector<float>& layer_taps = conv_taps_[size_t(ord)];
   if (layer_taps.empty()) {
@@ -176,17 +178,10 @@ void DeltaNetMixer::conv(const StepContext& ctx, const LayerSpec& spec, const De
       return state_in ? state_in + size_t(j) * C : zeros;
     };
     parallel_for(ctx.pool, C, int64_t{n} * K, [&](int64_t begin, int64_t end) {
+      const float* window[kMaxConvKernel];
       for (int32_t t = 0; t < n; ++t) {
-        float* out = conv_out + size_t(t) * C;
-        for (int64_t ch = begin; ch < end; ++ch) out[ch] = 0.0f;
-        for (int32_t k = 0; k < K; ++k) {
-          const float* x = window_row(t + k);
-          const float* wk = taps + int64_t{k} * C;
-          for (int64_t ch = begin; ch < end; ++ch) out[ch] += wk[ch] * x[ch];
-        }
-        // silu(u) * 1 through the kernel table: vectorised (the scalar ISA computes the
-        // same x / (1 + exp(-x)) as before, bit for bit).
-        kernels::silu_mul(out + begin, conv_ones_.data + begin, out + begin, end - begin);
+        for (int32_t k = 0; k < K; ++k) window[k] = window_row(t + k);
+        kernels::conv_silu(taps, C, window, K, begin, end, conv_out + size_t(t) * C);
       }
       for (int32_t j = 0; j < K - 1; ++j) {
         const float* x = window_row(n + j);

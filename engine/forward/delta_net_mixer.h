@@ -48,6 +48,10 @@ class DeltaNetMixer {
   void gates(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
   void recurrence(const StepContext& ctx, const LayerSpec& spec);
 
+  // The longest conv kernel run (the GGUF loader's limit, hybrid_block.cpp): a token's window
+  // rows are an array on the stack.
+  static constexpr int32_t kMaxConvKernel = 64;
+
   const ModelConfig& cfg_;
   RecurrentState* state_ = nullptr;
   int32_t max_conv_dim_ = 0, max_value_dim_ = 0, max_value_heads_ = 0, max_conv_kernel_ = 0;  // over the delta-net layers
@@ -61,7 +65,6 @@ class DeltaNetMixer {
   // pass per layer and token.
   std::vector<std::vector<float>> conv_taps_;
   AlignedBuffer conv_zeros_;  // [conv_dim] zeros: the conv window before position 0
-  AlignedBuffer conv_ones_;   // [conv_dim] ones: the conv's SiLU as kernels::silu_mul(u, 1)
 };
 
 }  // namespace spillway::engine

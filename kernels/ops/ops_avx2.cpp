@@ -112,6 +112,26 @@ void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
   if (i < n) store_partial(out + i, silu_mul8(load_partial(gate + i, n - i, 0.0f), load_partial(up + i, n - i, 0.0f)), n - i);
 }
 
+void conv_silu_avx2(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1,
+                    float* out) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t ch = c0; ch < c1; ch += 8) {
+    const int64_t left = c1 - ch;
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t k = 0; k < K; ++k) {
+      const float* w = taps + int64_t{k} * C + ch;
+      const __m256 p = left >= 8 ? _mm256_mul_ps(_mm256_loadu_ps(w), _mm256_loadu_ps(rows[k] + ch))
+                                 : _mm256_mul_ps(load_partial(w, left, 0.0f), load_partial(rows[k] + ch, left, 0.0f));
+      acc = _mm256_add_ps(acc, p);
+    }
+    if (left >= 8) {
+      _mm256_storeu_ps(out + ch, silu_mul8(acc, one));
+    } else {
+      store_partial(out + ch, silu_mul8(acc, one), left);
+    }
+  }
+}
+
 void add_inplace_avx2(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
@@ -443,6 +463,7 @@ void add_avx2_row_kernels(KernelTable& t) {
   t.softmax = softmax_avx2;
   t.silu_mul = silu_mul_avx2;
   t.add_inplace = add_inplace_avx2;
+  t.conv_silu = conv_silu_avx2;
   t.rope = rope_avx2;
   t.attention = attention_avx2;
 }

@@ -73,12 +73,29 @@ void softmax_avx512(float* x, int64_t n) {
   }
 }
 
+inline __m512 silu_mul16(__m512 g, __m512 u) {
+  const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(k, gate + i), u = _mm512_maskz_loadu_ps(k, up + i);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
-    _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u));
+    _mm512_mask_storeu_ps(out + i, k, silu_mul16(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i)));
+  }
+}
+
+void conv_silu_avx512(const float* taps, int64_t C, const float* const* rows, int32_t K, int64_t c0, int64_t c1,
+                      float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t ch = c0; ch < c1; ch += 16) {
+    const __mmask16 m = tail_mask(c1 - ch);
+    __m512 acc = _mm512_setzero_ps();
+    for (int32_t k = 0; k < K; ++k) {
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, taps + int64_t{k} * C + ch),
+                                             _mm512_maskz_loadu_ps(m, rows[k] + ch)));
+    }
+    _mm512_mask_storeu_ps(out + ch, m, silu_mul16(acc, one));
   }
 }
 
@@ -376,6 +393,7 @@ void add_avx512_row_kernels(KernelTable& t) {
   t.softmax = softmax_avx512;
   t.silu_mul = silu_mul_avx512;
   t.add_inplace = add_inplace_avx512;
+  t.conv_silu = conv_silu_avx512;
   t.rope = rope_avx512;
   t.attention = attention_avx512;
 }

@@ -43,6 +43,7 @@ TEST(CpuFeatures, EveryTableIsCompleteAndLabelled) {
     EXPECT_NE(t.softmax, nullptr);
     EXPECT_NE(t.silu_mul, nullptr);
     EXPECT_NE(t.add_inplace, nullptr);
+    EXPECT_NE(t.conv_silu, nullptr);
     EXPECT_NE(t.exp_scaled_sum, nullptr);
     EXPECT_NE(t.rope, nullptr);
     EXPECT_NE(t.attention, nullptr);

@@ -89,6 +89,37 @@ TEST(SiluMul, MatchesDoubleReference) {
   }
 }
 
+TEST(ConvSilu, SumsInTapOrderThenTheTablesSilu) {
+  // The sums: each product rounded to float (volatile: no fused multiply-add) and added in tap
+  // order, the same bits on every ISA; the SiLU: the table's silu_mul with up = 1. Channel
+  // ranges that start and end off a vector boundary, and an empty one; K = 1, 2, 4, 5.
+  constexpr int64_t C = 53;
+  for (Isa isa : supported_isas()) {
+    const KernelTable& kt = kernels_for(isa);
+    for (int32_t K : {1, 2, 4, 5}) {
+      const std::vector<float> taps = random_floats(K * C, uint32_t(K + 20), 2.0f);
+      std::vector<std::vector<float>> window;
+      for (int32_t k = 0; k < K; ++k) window.push_back(random_floats(C, uint32_t(100 * K + k), 3.0f));
+      std::vector<const float*> rows;
+      for (const auto& w : window) rows.push_back(w.data());
+      for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, C}, {3, 40}, {17, 18}, {5, 5}}) {
+        std::vector<float> sums(C, 0.0f), ones(C, 1.0f), expected(C, -7.0f), got(C, -7.0f);
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          float acc = 0.0f;
+          for (int32_t k = 0; k < K; ++k) {
+            volatile float product = taps[size_t(k * C + ch)] * window[size_t(k)][size_t(ch)];
+            acc += product;
+          }
+          sums[size_t(ch)] = acc;
+        }
+        kt.silu_mul(sums.data() + c0, ones.data() + c0, expected.data() + c0, c1 - c0);
+        kt.conv_silu(taps.data(), C, rows.data(), K, c0, c1, got.data());
+        EXPECT_EQ(got, expected) << isa_name(isa) << " K=" << K << " [" << c0 << ", " << c1 << ")";
+      }
+    }
+  }
+}
+
 TEST(AddInplace, AddsExactly) {
   for (Isa isa : supported_isas()) {
     for (int64_t n : kLengths) {
