@@ -227,6 +227,52 @@ void bench_gdn_decode(benchmark::State& state, Isa isa) {
                                                        benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A prefill chunk through one gated delta net layer of the Qwen3.5-0.8B shape: 16 value heads
+// of 128 x 128 f32 states, the recurrence over `tokens` tokens per head (the state stays in
+// cache across them), the heads split over the pool. flops/s: 7 per state value and token (the
+// decay multiply, S^T k, the rank-1 update and S^T q).
+void bench_gdn_prefill(benchmark::State& state, Isa isa) {
+  const KernelTable& kt = kernels_for(isa);
+  const int n_tokens = static_cast<int>(state.range(0));
+  constexpr int kHeads = 16, kDim = 128;
+  constexpr size_t kStateFloats = size_t(kDim) * kDim;
+  static AlignedBytes buffers(2 * kHeads * kStateFloats * sizeof(float));
+  float* states = reinterpret_cast<float*>(buffers.data);
+  std::memset(states, 0, 2 * kHeads * kStateFloats * sizeof(float));
+  std::vector<float> qkv = random_floats(size_t(n_tokens) * 3 * kDim, 12);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int i = 0; i < 2 * kDim; ++i) qkv[size_t(t) * 3 * kDim + i] /= 12.0f;  // q, k about unit norm
+  }
+  const std::vector<float> g(size_t(n_tokens), -0.05f), beta(size_t(n_tokens), 0.5f);
+  std::vector<float> out(size_t(n_tokens) * kHeads * kDim);
+  for (auto _ : state) {
+    bench_pool().parallel_for(kHeads, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        GatedDeltaNetArgs a;
+        a.state_in = states + size_t(h) * kStateFloats;
+        a.state_out = states + (size_t(kHeads) + size_t(h)) * kStateFloats;
+        a.dk = a.dv = kDim;
+        a.n_tokens = n_tokens;
+        a.q = qkv.data();
+        a.k = qkv.data() + kDim;
+        a.qk_stride = 3 * kDim;
+        a.v = qkv.data() + 2 * kDim;
+        a.v_stride = 3 * kDim;
+        a.g = g.data();
+        a.beta = beta.data();
+        a.gb_stride = 1;
+        a.out = out.data() + h * kDim;
+        a.out_stride = kHeads * kDim;
+        a.scale = 1.0f / std::sqrt(float(kDim));
+        kt.gated_delta_net(a);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["flops"] = benchmark::Counter(7.0 * kHeads * double(kStateFloats) * n_tokens,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The machine probe's DRAM read loop (with software prefetch where the ISA has one) over 512 MiB split between the pool's threads: the bound
 // the GEMV rows compare with (weight_bytes/s), measured in the same process.
 void bench_dram_read(benchmark::State& state) {
@@ -289,6 +335,8 @@ void register_all() {
   for (Isa isa : supported_isas()) {
     const std::string name = "gdn_decode/" + std::string(isa_name(isa)) + "/0.8b";
     benchmark::RegisterBenchmark(name.c_str(), bench_gdn_decode, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    const std::string prefill = "gdn_prefill/" + std::string(isa_name(isa)) + "/0.8b";
+    benchmark::RegisterBenchmark(prefill.c_str(), bench_gdn_prefill, isa)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   for (const auto& [head_dim, group] : {std::pair{64, 8}, std::pair{256, 4}}) {
     for (int64_t n_ctx : {128, 512, 2048, 8192}) {
