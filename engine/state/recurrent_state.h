@@ -71,7 +71,8 @@ class RecurrentState {
   const CopyStats& copy_stats() const { return copy_stats_; }
 
   // During a step (after begin_step): layer `ordinal`'s state the step starts from and the
-  // buffer it writes. conv at [0, conv_floats), ssm after it.
+  // buffer it writes: the (K - 1) x conv_dim conv rows at its start, the ssm state from
+  // conv_floats(ordinal) on (the conv rows rounded up to a 64-byte line).
   const float* step_input(int32_t slot, int32_t ordinal) const;
   float* step_output(int32_t slot, int32_t ordinal);
   // The slot's current state of a layer (between steps: the state after the last step).
@@ -81,7 +82,7 @@ class RecurrentState {
  private:
   struct Layer {
     int64_t offset;       // floats from the start of a buffer
-    int64_t conv_floats;  // (K - 1) * conv_dim
+    int64_t conv_floats;  // (K - 1) * conv_dim, rounded up to 16 floats (the ssm state starts after it)
   };
   struct Free {
     void operator()(void* p) const;
@@ -91,7 +92,7 @@ class RecurrentState {
   }
 
   int32_t n_slots_ = 0;
-  int64_t state_floats_ = 0;  // a multiple of kAlignFloats
+  int64_t state_floats_ = 0;  // a multiple of 16 (64 bytes)
   std::vector<Layer> layers_;
   std::unique_ptr<void, Free> allocation_;  // calloc'd: data_ plus up to 64 bytes before it
   float* data_ = nullptr;                   // [n_slots][2][state_floats], 64-byte aligned
