@@ -62,15 +62,40 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
   ThroughputResult r;
   r.batch = batch > 1 ? batch : 0;
   const int32_t little = engine::resolve_little_experts(o.mobile.little_experts, engine::moe_top_k(c));
-  for (const engine::BlockWeights& l : model.layers()) {
+  // What one token runs through: every matrix of a layer but, in a MoE FFN, only its top-k
+  // routed experts (k / n_expert of the experts' bytes and MACs: the experts of a layer are
+  // one size). MoBiLE's little steps run fewer; the bound counts the full k.
+  double macs_per_token = 0;
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    const engine::BlockWeights& l = model.layers()[i];
+    double bytes = 0, macs = 0;
     l.for_each_matrix([&](const kernels::WeightMatrix& w) {
-      r.weight_bytes_per_step += matrix_bytes(w);
-      r.ops_per_prefill_token += 2.0 * static_cast<double>(w.rows * w.cols);
+      bytes += matrix_bytes(w);
+      macs += static_cast<double>(w.rows * w.cols);
     });
+    if (const auto* moe = std::get_if<engine::MoeFfnWeights>(&l.ffn); moe && !moe->experts.empty()) {
+      double expert_bytes = 0, expert_macs = 0;
+      for (const engine::ExpertWeights& e : moe->experts) {
+        for (const kernels::WeightMatrix* w : {&e.gate, &e.up, &e.down}) {
+          expert_bytes += matrix_bytes(*w);
+          expert_macs += static_cast<double>(w->rows * w->cols);
+        }
+      }
+      const double unused = 1.0 - static_cast<double>(c.layers[i].n_expert_used) / static_cast<double>(moe->experts.size());
+      bytes -= unused * expert_bytes;
+      macs -= unused * expert_macs;
+    }
+    r.weight_bytes_per_step += bytes;
+    macs_per_token += macs;
   }
   r.weight_bytes_per_step += matrix_bytes(model.output());
-  r.ops_per_prefill_token += 2.0 * static_cast<double>(model.output().rows * model.output().cols);
+  // Prefill computes the logits of the prompt's last token only: the output matrix's MACs
+  // are spread over the prompt (counting them for every token overstated prefill's share of
+  // the peak, by half on the Qwen3.5-0.8B shape, whose output matrix is a third of its weights).
+  r.ops_per_prefill_token = 2.0 * macs_per_token +
+                            2.0 * static_cast<double>(model.output().rows * model.output().cols) / o.prompt_tokens;
   // Attention: q.k and p.v over the context, per query head, at the mean prefill position.
+  // (The delta-net recurrence's float work, ~3% of a Qwen3.5 token's ops, is not counted.)
   for (const engine::LayerSpec& s : c.layers) {
     if (s.mixer == engine::MixerKind::Attention) r.ops_per_prefill_token += 2.0 * 2.0 * s.q_dim() * (o.prompt_tokens / 2.0);
   }

@@ -39,10 +39,13 @@ struct ThroughputResult {
   double batch_tg_tokens_per_second = 0;  // decode, `batch` sequences, all tokens counted
   int32_t batch = 0;
   // Work per unit measured.
-  double weight_bytes_per_step = 0;       // matrices read by one forward (embedding rows aside)
+  // Matrices one decode token reads (embedding rows aside; MoE: the top-k routed experts).
+  double weight_bytes_per_step = 0;
   double kv_bytes_per_decode_token = 0;   // KV read at the mean decode context
   double state_bytes_per_decode_token = 0;  // hybrid models: the recurrent state a step reads (0 otherwise)
-  double ops_per_prefill_token = 0;       // 2 x matrix MACs + attention, at the mean context
+  // 2 x the MACs of the matrices a prompt token runs through (MoE: top-k experts), the
+  // output matrix's once per prompt (spread over its tokens), attention at the mean context.
+  double ops_per_prefill_token = 0;
   std::vector<double> pp_samples, tg_samples;  // per repeat, tokens per second
   int64_t mobile_little_tokens = 0, mobile_fallback_tokens = 0;  // MoBiLE, one-sequence decode
   // With ThroughputOptions::profile: wall time per part of the forward, summed over repeats.
