@@ -101,6 +101,11 @@ using TileDotFn = void (*)(const uint16_t* wd, const uint8_t* codes, int64_t nb,
 // streams per thread"). Null where an ISA has none: the driver then calls tile_dot per tile.
 using TileDotPairFn = void (*)(const uint16_t* const wd[2], const uint8_t* const codes[2], int64_t nb,
                                const Q8Group& x, float* const y[2]);
+// KernelTable::tile2_dot: TileDotFn on two consecutive tiles (the second right after the
+// first, nb blocks later; wd / codes are the first's), y[i * ys + r] for r < 32: the same bits
+// as tile_dot on each tile. Each broadcast activation dword then feeds both tiles' vpdpbusd
+// (prefill on AVX-512 is bound by those loads, bench/README.md). kTilePrefetchNext prefetches
+// the next pair. Null where an ISA has none (scalar, AVX2): the driver calls tile_dot per tile.
 
 // ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
 // Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values
@@ -196,6 +201,7 @@ struct KernelTable {
   FloatTilePairFn float_tile_pair[3] = {};        // the same, two groups, one row; null: per group
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   TileDotPairFn tile_dot_pair[2] = {};            // Q8_0, Q4_0; null: two tile_dot calls
+  TileDotFn tile2_dot[2] = {};                    // Q8_0, Q4_0, two tiles a call; null: per tile
   DotRowsFn kquant_dot[8] = {};                   // the KQuant family, indexed as dot_kind()
   KQuantTileDotFn kquant_tile_dot[3] = {};        // Q4_K, Q6_K, Q5_K tiles
   KQuantTileDotFn kquant_tile2_dot[3] = {};       // the same, two tiles a call

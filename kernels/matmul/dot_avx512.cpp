@@ -339,6 +339,112 @@ void tile_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Grou
   }
 }
 
+// TileDotFn on two consecutive tiles (kernel_table.h, tile2_dot): each broadcast activation
+// dword feeds both tiles' vpdpbusd, half the broadcast loads of tile_dot_block, whose prefill
+// sweep is bound by loads (bench/README.md). The integer sums of a block are formed for up to
+// 4 activation rows at a time (the registers of two tiles' sums), the block's codes reread
+// from L1 by the second four. Each output as tile_dot_block computes it.
+template <bool kQ4, int NX>
+void tile2_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
+                     int flags) {
+  constexpr size_t kCodeBytes = size_t(64) * (kQ4 ? 4 : 8);
+  const size_t tile_bytes = size_t(nb) * (kCodeBytes + kTileRows * sizeof(uint16_t));
+  const uint16_t* wd2[2] = {wd, wd + tile_bytes / sizeof(uint16_t)};
+  const uint8_t* codes2[2] = {codes, codes + tile_bytes};
+  __m512 facc[2][NX];
+#pragma GCC unroll 2
+  for (int t = 0; t < 2; ++t) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      facc[t][i] = (flags & kTileAccumulate) ? _mm512_loadu_ps(y + i * ys + t * kTileRows) : _mm512_setzero_ps();
+    }
+  }
+  const int32_t* q4 = x.q4;
+  const float* xd = x.d;
+  const int32_t* corr = x.corr;
+  for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
+    q8_tile_prefetch<kCodeBytes>(wd2[0], b, 2 * tile_bytes, flags);
+    q8_tile_prefetch<kCodeBytes>(wd2[1], b, 2 * tile_bytes, flags);
+    __m512 dw[2];
+#pragma GCC unroll 2
+    for (int t = 0; t < 2; ++t) {
+      dw[t] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd2[t] + b * kTileRows)));
+    }
+#pragma GCC unroll 2
+    for (int i0 = 0; i0 < NX; i0 += 4) {
+      constexpr int kPass = NX < 4 ? NX : 4;
+      const int n = NX - i0 < kPass ? NX - i0 : kPass;  // a constant once unrolled
+      __m512i acc[2][kPass];
+#pragma GCC unroll 4
+      for (int i = 0; i < n; ++i) acc[0][i] = acc[1][i] = _mm512_set1_epi32(corr[i0 + i]);
+      if constexpr (kQ4) {
+        const __m512i low = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+          for (int t = 0; t < 2; ++t) {
+            const __m512i raw = _mm512_loadu_si512(codes2[t] + b * kCodeBytes + 64 * g);
+            lo[t] = _mm512_and_si512(raw, low);
+            hi[t] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+          }
+#pragma GCC unroll 4
+          for (int i = 0; i < n; ++i) {
+            const __m512i xlo = _mm512_set1_epi32(q4[g * kTileActs + i0 + i]);
+            const __m512i xhi = _mm512_set1_epi32(q4[(g + 4) * kTileActs + i0 + i]);
+#pragma GCC unroll 2
+            for (int t = 0; t < 2; ++t) {
+              acc[t][i] = _mm512_dpbusd_epi32(acc[t][i], lo[t], xlo);
+              acc[t][i] = _mm512_dpbusd_epi32(acc[t][i], hi[t], xhi);
+            }
+          }
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          const __m512i w0 = _mm512_loadu_si512(codes2[0] + b * kCodeBytes + 64 * g);
+          const __m512i w1 = _mm512_loadu_si512(codes2[1] + b * kCodeBytes + 64 * g);
+#pragma GCC unroll 4
+          for (int i = 0; i < n; ++i) {
+            const __m512i xq = _mm512_set1_epi32(q4[g * kTileActs + i0 + i]);
+            acc[0][i] = _mm512_dpbusd_epi32(acc[0][i], w0, xq);
+            acc[1][i] = _mm512_dpbusd_epi32(acc[1][i], w1, xq);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < n; ++i) {
+        const __m512 xs = _mm512_set1_ps(xd[i0 + i]);
+#pragma GCC unroll 2
+        for (int t = 0; t < 2; ++t) {
+          facc[t][i0 + i] = _mm512_fmadd_ps(_mm512_mul_ps(dw[t], xs), _mm512_cvtepi32_ps(acc[t][i]), facc[t][i0 + i]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < 2; ++t) {
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) _mm512_storeu_ps(y + i * ys + t * kTileRows, facc[t][i]);
+  }
+}
+
+template <bool kQ4>
+void tile2_dot(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, int nx, float* y, size_t ys,
+               int flags) {
+  static_assert(kTileActs == 8 && kTileRows == 16);
+  switch (nx) {
+    case 1: return tile2_dot_block<kQ4, 1>(wd, codes, nb, x, y, ys, flags);
+    case 2: return tile2_dot_block<kQ4, 2>(wd, codes, nb, x, y, ys, flags);
+    case 3: return tile2_dot_block<kQ4, 3>(wd, codes, nb, x, y, ys, flags);
+    case 4: return tile2_dot_block<kQ4, 4>(wd, codes, nb, x, y, ys, flags);
+    case 5: return tile2_dot_block<kQ4, 5>(wd, codes, nb, x, y, ys, flags);
+    case 6: return tile2_dot_block<kQ4, 6>(wd, codes, nb, x, y, ys, flags);
+    case 7: return tile2_dot_block<kQ4, 7>(wd, codes, nb, x, y, ys, flags);
+    default: return tile2_dot_block<kQ4, 8>(wd, codes, nb, x, y, ys, flags);
+  }
+}
+
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
 
 template <int NX>
@@ -952,6 +1058,8 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.tile_dot[1] = tile_dot<true>;
   t.tile_dot_pair[0] = tile_dot_pair<false>;
   t.tile_dot_pair[1] = tile_dot_pair<true>;
+  t.tile2_dot[0] = tile2_dot<false>;
+  t.tile2_dot[1] = tile2_dot<true>;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
   t.kquant_tile_dot[0] = kquant_tile_dot<0, 1>;

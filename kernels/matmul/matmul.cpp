@@ -161,13 +161,16 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
     const int64_t t0 = u * per_unit, t1 = std::min(full_tiles, t0 + per_unit);
     const int n_tiles = static_cast<int>(t1 - t0);
     if (w.layout == WeightLayout::Tiled) {
-      auto tile_group = [&](int t, int64_t i, int flags) {
+      // Tile t of the unit (kernel: tile_dot) or tiles t, t + 1 (tile2_dot) x the activation
+      // group at row i.
+      auto tile_group = [&](int t, int64_t i, int flags, TileDotFn kernel = nullptr) {
         const int nx = static_cast<int>(std::min<int64_t>(kTileActs, m - i));
         const uint8_t* tile = wdata + (t0 + t) * kTileRows * rb;
-        dot(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb,
-            q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx, y + i * rows + (t0 + t) * kTileRows,
-            size_t(rows), flags);
+        (kernel ? kernel : dot)(reinterpret_cast<const uint16_t*>(tile), tile + nb * kTileRows * sizeof(uint16_t), nb,
+                                q8_group(c.xq + (i / kTileActs) * group_bytes, cols), nx,
+                                y + i * rows + (t0 + t) * kTileRows, size_t(rows), flags);
       };
+      const TileDotFn dot2 = c.kt.tile2_dot[dot_kind(w.type).index];
       const TileDotPairFn pair = c.kt.tile_dot_pair[dot_kind(w.type).index];
       if (m == 1 && pair != nullptr) {
         // Decode: tiles t and t + n_tiles / 2 of the unit together, two weight streams.
@@ -193,9 +196,15 @@ void tile_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
             tile_group(t, i, i == 0 ? kTileStream : (last && (t0 + t + 1) < full_tiles ? kTilePrefetchNext : 0));
           }
         }
-      } else {  // prefill: each activation group stays in L1 across the unit's tiles (in L2)
+      } else {
+        // Prefill: each activation group stays in L1 across the unit's tiles (in L2), two
+        // tiles a call where the ISA has tile2_dot (each broadcast activation feeds both).
         for (int64_t i = 0; i < m; i += kTileActs) {
-          for (int t = 0; t < n_tiles; ++t) tile_group(t, i, i == 0 ? kTileStream : 0);
+          int t = 0;
+          if (dot2 != nullptr) {
+            for (; t + 1 < n_tiles; t += 2) tile_group(t, i, i == 0 ? kTileStream : 0, dot2);
+          }
+          for (; t < n_tiles; ++t) tile_group(t, i, i == 0 ? kTileStream : 0);
         }
       }
       return;

@@ -387,6 +387,66 @@ TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
   }
 }
 
+TEST(Matmul, TwoTileKernelsGiveEachTileItsSingleTileBits) {
+  // tile2_dot (two consecutive tiles, each broadcast activation feeding both) against
+  // tile_dot on each tile alone, straight from the tables, for every activation row count of
+  // a group and with accumulation; then through the matmul driver's prefill path (more than
+  // kFewActivationRows rows), whose units hand it pairs and an odd tile left over.
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    const int kind = dot_kind(t).index;
+    for (int64_t nb : {1, 2, 35}) {
+      const int64_t cols = 32 * nb;
+      const TestMatrix w = random_matrix(t, 2 * kTileRows, cols, uint32_t(13 * nb + kind));
+      const TiledCopy tiled = tiled_copy(w);
+      const auto* tile = static_cast<const uint8_t*>(tiled.view.data);
+      const size_t tile_bytes = size_t(kTileRows) * size_t(row_bytes(t, cols));
+      const auto* wd = reinterpret_cast<const uint16_t*>(tile);
+      const uint8_t* codes = tile + nb * kTileRows * sizeof(uint16_t);
+      std::vector<uint8_t> xq(q8_group_bytes(cols));
+      const int32_t offset = t == DType::Q8_0 ? 128 : 8;  // the driver's (kernel_table.h)
+      for (int i = 0; i < kTileActs; ++i) {
+        kernels_for(Isa::Scalar).quantize_q8(random_floats(cols, uint32_t(nb * 8 + i)).data(), cols, offset, xq.data(), i);
+      }
+      const Q8Group x = q8_group(xq.data(), cols);
+      constexpr size_t ys = 2 * kTileRows + 3;  // outputs of one activation row, then a gap
+      for (Isa isa : supported_isas()) {
+        const KernelTable& kt = kernels_for(isa);
+        if (kt.tile2_dot[kind] == nullptr) continue;  // optional: the driver calls tile_dot per tile
+        for (int nx = 1; nx <= kTileActs; ++nx) {
+          for (int flags : {kTileStream, kTileAccumulate | kTilePrefetchNext}) {
+            const std::vector<float> start = random_floats(kTileActs * ys, uint32_t(nx + flags));
+            std::vector<float> single = start, two = start;
+            kt.tile_dot[kind](wd, codes, nb, x, nx, single.data(), ys, flags);
+            kt.tile_dot[kind](reinterpret_cast<const uint16_t*>(tile + tile_bytes), codes + tile_bytes, nb, x, nx,
+                              single.data() + kTileRows, ys, flags);
+            kt.tile2_dot[kind](wd, codes, nb, x, nx, two.data(), ys, flags);
+            expect_same_bits(two, single, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" +
+                                              std::to_string(nb) + " nx=" + std::to_string(nx) +
+                                              " flags=" + std::to_string(flags));
+          }
+        }
+      }
+    }
+    // 403 rows (25 tiles, 3 tail rows; units of 4, 3, 2 tiles on 1, 2, 3 threads), 37 and 70
+    // activation rows (a last group of 5 and of 6).
+    const int64_t cols = 32 * 9;
+    const TestMatrix w = random_matrix(t, 403, cols, uint32_t(17 + kind));
+    const TiledCopy tiled = tiled_copy(w);
+    for (int64_t m : {37, 70}) {
+      const std::vector<float> x = random_floats(m * cols, uint32_t(m));
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
+        for (Isa isa : supported_isas()) {
+          expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, m, pool), scalar,
+                           isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, m=" + std::to_string(m) +
+                               ", threads=" + std::to_string(threads));
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, FloatTilePairKernelsGiveEachGroupItsSingleGroupBits) {
   // float_tile_pair (two tiled groups read alternately, one activation row) against
   // float_tile_dot on each group alone, straight from the tables; then through the matmul
