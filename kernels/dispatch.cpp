@@ -1,7 +1,10 @@
 // The public kernel entry points: each forwards to the table of active_isa().
 #include <cassert>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
+#include "kernels/kernel_registry.h"
 #include "kernels/kernel_table.h"
 
 namespace spillway::kernels {
@@ -126,6 +129,13 @@ void attention(const float* q, size_t q_stride, int n_tokens, int n_group, int h
 void gated_delta_net(const GatedDeltaNetArgs& args) {
   assert(args.dk > 0 && args.dv > 0 && args.n_tokens >= 0);
   active_table().gated_delta_net(args);
+}
+
+float* gdn_thread_work(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats + 16) buffer.resize(floats + 16);
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (64 - address % 64) % 64 / sizeof(float);
 }
 
 }  // namespace spillway::kernels

@@ -15,6 +15,10 @@ void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
 void add_avx512_kquant_unpacked_kernels(KernelTable& t);  // matmul/kquant_unpacked_avx512.cpp
 void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp
 void add_avx512_gdn_kernels(KernelTable& t); // gdn_avx512.cpp
+// The calling thread's work buffer for the SIMD gated delta net kernels: at least `floats`
+// floats, 64-byte aligned, valid until the thread's next call (dispatch.cpp: compiled without
+// ISA flags, so its std::vector code is not an AVX-512 instantiation other files could link).
+float* gdn_thread_work(size_t floats);
 void add_avx2_exp_kernels(KernelTable& t);   // exp_sum_avx2.cpp
 void add_avx512_exp_kernels(KernelTable& t); // exp_sum_avx512.cpp
 void add_avx2_sample_scan_kernels(KernelTable& t);   // sample_scan_avx2.cpp

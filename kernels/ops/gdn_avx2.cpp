@@ -12,11 +12,18 @@ namespace spillway::kernels {
 
 namespace {
 
+// A block of 8 * kCols columns over every token, as gdn_avx512.cpp's: the block's state
+// slice lives in `work` ([dk][8 * kCols] floats, this thread's) between the tokens of a
+// prefill, away from state_out's rows dv floats apart (few L1 sets); state_out gets the last
+// token's state. work null (one token, decode): state_out itself.
 template <int kCols>
-static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
+static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0, float* work) {
   const int dk = a.dk, dv = a.dv;
-  const float* src = a.state_in;
   float* dst = a.state_out + c0;
+  const size_t work_stride = work ? size_t(8 * kCols) : size_t(dv);
+  if (!work) work = dst;
+  const float* src = a.state_in ? a.state_in + c0 : nullptr;
+  size_t src_stride = size_t(dv);
   for (int t = 0; t < a.n_tokens; ++t) {
     const float* q = a.q + t * a.qk_stride;
     const float* k = a.k + t * a.qk_stride;
@@ -25,18 +32,17 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
     __m256 sk[kCols];
     for (int j = 0; j < kCols; ++j) sk[j] = _mm256_setzero_ps();
     if (src) {
-      const float* s_in = src + c0;
       for (int i = 0; i < dk; ++i) {
         const __m256 ki = _mm256_set1_ps(k[i]);
         for (int j = 0; j < kCols; ++j) {
-          const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(s_in + size_t(i) * dv + 8 * j), e);
-          _mm256_storeu_ps(dst + size_t(i) * dv + 8 * j, s);
+          const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(src + size_t(i) * src_stride + 8 * j), e);
+          _mm256_storeu_ps(work + size_t(i) * work_stride + 8 * j, s);
           sk[j] = _mm256_fmadd_ps(s, ki, sk[j]);
         }
       }
     } else {
       for (int i = 0; i < dk; ++i) {
-        for (int j = 0; j < kCols; ++j) _mm256_storeu_ps(dst + size_t(i) * dv + 8 * j, _mm256_setzero_ps());
+        for (int j = 0; j < kCols; ++j) _mm256_storeu_ps(work + size_t(i) * work_stride + 8 * j, _mm256_setzero_ps());
       }
     }
     __m256 d[kCols], o[kCols];
@@ -45,20 +51,22 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
       d[j] = _mm256_mul_ps(beta, _mm256_sub_ps(_mm256_loadu_ps(v + 8 * j), sk[j]));
       o[j] = _mm256_setzero_ps();
     }
+    float* const to = t + 1 == a.n_tokens ? dst : work;  // the last token's state: state_out
+    const size_t to_stride = t + 1 == a.n_tokens ? size_t(dv) : work_stride;
     for (int i = 0; i < dk; ++i) {
       const __m256 ki = _mm256_set1_ps(k[i]);
       const __m256 qi = _mm256_set1_ps(q[i]);
       for (int j = 0; j < kCols; ++j) {
-        float* p = dst + size_t(i) * dv + 8 * j;
-        const __m256 s = _mm256_fmadd_ps(ki, d[j], _mm256_loadu_ps(p));
-        _mm256_storeu_ps(p, s);
+        const __m256 s = _mm256_fmadd_ps(ki, d[j], _mm256_loadu_ps(work + size_t(i) * work_stride + 8 * j));
+        _mm256_storeu_ps(to + size_t(i) * to_stride + 8 * j, s);
         o[j] = _mm256_fmadd_ps(s, qi, o[j]);
       }
     }
     const __m256 scale = _mm256_set1_ps(a.scale);
     float* out = a.out + t * a.out_stride + c0;
     for (int j = 0; j < kCols; ++j) _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(o[j], scale));
-    src = a.state_out;
+    src = work;
+    src_stride = work_stride;
   }
 }
 
@@ -67,9 +75,10 @@ void gated_delta_net_avx2(const GatedDeltaNetArgs& a) {
     scalar_kernel_table().gated_delta_net(a);
     return;
   }
+  float* work = a.n_tokens > 1 ? gdn_thread_work(size_t(a.dk) * 32) : nullptr;  // kCols <= 4
   int c = 0;
-  for (; c + 32 <= a.dv; c += 32) gdn_columns<4>(a, c);
-  for (; c < a.dv; c += 8) gdn_columns<1>(a, c);
+  for (; c + 32 <= a.dv; c += 32) gdn_columns<4>(a, c, work);
+  for (; c < a.dv; c += 8) gdn_columns<1>(a, c, work);
 }
 
 }  // namespace

@@ -12,11 +12,20 @@ namespace spillway::kernels {
 
 namespace {
 
+// A block of 16 * kCols columns over every token. The block's state slice lives in `work`
+// ([dk][16 * kCols] floats, this thread's) between the tokens of a prefill, whose state_out
+// rows, dv floats apart, would put the slice's rows in few L1 sets (~10% of the kernel,
+// bench/README.md); state_out gets the last token's state. work null (one token, decode):
+// state_out itself, whose first pass then fetches its lines beside state_in's (writing it only
+// in the second pass, or with streaming stores, measured slower).
 template <int kCols>
-static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
+static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0, float* work) {
   const int dk = a.dk, dv = a.dv;
-  const float* src = a.state_in;
   float* dst = a.state_out + c0;
+  const size_t work_stride = work ? size_t(16 * kCols) : size_t(dv);
+  if (!work) work = dst;
+  const float* src = a.state_in ? a.state_in + c0 : nullptr;
+  size_t src_stride = size_t(dv);
   for (int t = 0; t < a.n_tokens; ++t) {
     const float* q = a.q + t * a.qk_stride;
     const float* k = a.k + t * a.qk_stride;
@@ -25,18 +34,17 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
     __m512 sk[kCols];
     for (int j = 0; j < kCols; ++j) sk[j] = _mm512_setzero_ps();
     if (src) {
-      const float* s_in = src + c0;
       for (int i = 0; i < dk; ++i) {
         const __m512 ki = _mm512_set1_ps(k[i]);
         for (int j = 0; j < kCols; ++j) {
-          const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(s_in + size_t(i) * dv + 16 * j), e);
-          _mm512_storeu_ps(dst + size_t(i) * dv + 16 * j, s);
+          const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(src + size_t(i) * src_stride + 16 * j), e);
+          _mm512_storeu_ps(work + size_t(i) * work_stride + 16 * j, s);
           sk[j] = _mm512_fmadd_ps(s, ki, sk[j]);
         }
       }
     } else {
       for (int i = 0; i < dk; ++i) {
-        for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(dst + size_t(i) * dv + 16 * j, _mm512_setzero_ps());
+        for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(work + size_t(i) * work_stride + 16 * j, _mm512_setzero_ps());
       }
     }
     __m512 d[kCols], o[kCols];
@@ -45,20 +53,22 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0) {
       d[j] = _mm512_mul_ps(beta, _mm512_sub_ps(_mm512_loadu_ps(v + 16 * j), sk[j]));
       o[j] = _mm512_setzero_ps();
     }
+    float* const to = t + 1 == a.n_tokens ? dst : work;  // the last token's state: state_out
+    const size_t to_stride = t + 1 == a.n_tokens ? size_t(dv) : work_stride;
     for (int i = 0; i < dk; ++i) {
       const __m512 ki = _mm512_set1_ps(k[i]);
       const __m512 qi = _mm512_set1_ps(q[i]);
       for (int j = 0; j < kCols; ++j) {
-        float* p = dst + size_t(i) * dv + 16 * j;
-        const __m512 s = _mm512_fmadd_ps(ki, d[j], _mm512_loadu_ps(p));
-        _mm512_storeu_ps(p, s);
+        const __m512 s = _mm512_fmadd_ps(ki, d[j], _mm512_loadu_ps(work + size_t(i) * work_stride + 16 * j));
+        _mm512_storeu_ps(to + size_t(i) * to_stride + 16 * j, s);
         o[j] = _mm512_fmadd_ps(s, qi, o[j]);
       }
     }
     const __m512 scale = _mm512_set1_ps(a.scale);
     float* out = a.out + t * a.out_stride + c0;
     for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], scale));
-    src = a.state_out;
+    src = work;
+    src_stride = work_stride;
   }
 }
 
@@ -67,9 +77,10 @@ void gated_delta_net_avx512(const GatedDeltaNetArgs& a) {
     scalar_kernel_table().gated_delta_net(a);
     return;
   }
+  float* work = a.n_tokens > 1 ? gdn_thread_work(size_t(a.dk) * 64) : nullptr;  // kCols <= 4
   int c = 0;
-  for (; c + 64 <= a.dv; c += 64) gdn_columns<4>(a, c);
-  for (; c < a.dv; c += 16) gdn_columns<1>(a, c);
+  for (; c + 64 <= a.dv; c += 64) gdn_columns<4>(a, c, work);
+  for (; c < a.dv; c += 16) gdn_columns<1>(a, c, work);
 }
 
 }  // namespace
