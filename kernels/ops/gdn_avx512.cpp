@@ -18,7 +18,10 @@ namespace {
 // bench/README.md); state_out gets the last token's state. work null (one token, decode):
 // state_out itself, whose first pass then fetches its lines beside state_in's (writing it only
 // in the second pass, or with streaming stores, measured slower).
-template <int kCols>
+// kRecompute (the prefill's): the first pass does not store the decayed state; the second
+// recomputes it (the same product, so the same bits): one store per state value and token
+// instead of two, the kernel's limit (1.17x; on AVX2 no gain measured, so not there).
+template <int kCols, bool kRecompute>
 static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0, float* work) {
   const int dk = a.dk, dv = a.dv;
   float* dst = a.state_out + c0;
@@ -38,11 +41,11 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0, float* work) 
         const __m512 ki = _mm512_set1_ps(k[i]);
         for (int j = 0; j < kCols; ++j) {
           const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(src + size_t(i) * src_stride + 16 * j), e);
-          _mm512_storeu_ps(work + size_t(i) * work_stride + 16 * j, s);
+          if (!kRecompute) _mm512_storeu_ps(work + size_t(i) * work_stride + 16 * j, s);
           sk[j] = _mm512_fmadd_ps(s, ki, sk[j]);
         }
       }
-    } else {
+    } else if (!kRecompute) {
       for (int i = 0; i < dk; ++i) {
         for (int j = 0; j < kCols; ++j) _mm512_storeu_ps(work + size_t(i) * work_stride + 16 * j, _mm512_setzero_ps());
       }
@@ -59,7 +62,11 @@ static inline void gdn_columns(const GatedDeltaNetArgs& a, int c0, float* work) 
       const __m512 ki = _mm512_set1_ps(k[i]);
       const __m512 qi = _mm512_set1_ps(q[i]);
       for (int j = 0; j < kCols; ++j) {
-        const __m512 s = _mm512_fmadd_ps(ki, d[j], _mm512_loadu_ps(work + size_t(i) * work_stride + 16 * j));
+        const __m512 decayed =
+            !kRecompute ? _mm512_loadu_ps(work + size_t(i) * work_stride + 16 * j)
+            : src       ? _mm512_mul_ps(_mm512_loadu_ps(src + size_t(i) * src_stride + 16 * j), e)
+                        : _mm512_setzero_ps();
+        const __m512 s = _mm512_fmadd_ps(ki, d[j], decayed);
         _mm512_storeu_ps(to + size_t(i) * to_stride + 16 * j, s);
         o[j] = _mm512_fmadd_ps(s, qi, o[j]);
       }
@@ -79,8 +86,13 @@ void gated_delta_net_avx512(const GatedDeltaNetArgs& a) {
   }
   float* work = a.n_tokens > 1 ? gdn_thread_work(size_t(a.dk) * 64) : nullptr;  // kCols <= 4
   int c = 0;
-  for (; c + 64 <= a.dv; c += 64) gdn_columns<4>(a, c, work);
-  for (; c < a.dv; c += 16) gdn_columns<1>(a, c, work);
+  if (work) {
+    for (; c + 64 <= a.dv; c += 64) gdn_columns<4, true>(a, c, work);
+    for (; c < a.dv; c += 16) gdn_columns<1, true>(a, c, work);
+  } else {
+    for (; c + 64 <= a.dv; c += 64) gdn_columns<4, false>(a, c, work);
+    for (; c < a.dv; c += 16) gdn_columns<1, false>(a, c, work);
+  }
 }
 
 }  // namespace
