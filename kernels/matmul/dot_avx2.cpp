@@ -307,7 +307,7 @@ void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int 
 // codes without saturating), so their block sums start from 0 instead of the correction;
 // Q4_0 nibbles (0..15) go into maddubs directly and start from the correction.
 
-// Software prefetch for a Q8_0 / Q4_0 tile, as dot_avx512.cpp's: block b's share of the
+// Software prefetch for a Q8_0 / Q4_0 tile, as q8_tiles_avx512.cpp's: block b's share of the
 // tile's bytes (wd[nb][16] then the codes, one linear run through the unit's tiles) at
 // wd + b * (kCodeBytes + 32) plus kTilePrefetchBytes (kTileStream) or one tile
 // (kTilePrefetchNext). Prefetches never fault. The address is computed outside the test:
