@@ -280,7 +280,7 @@ int bench(const BenchOptions& o) {
     first = false;
   });
   const Peak peak = prefill_peak(type, peaks);
-  const double tg_bytes = r.weight_bytes_per_step + r.kv_bytes_per_decode_token + r.state_bytes_per_decode_token;
+  const double tg_bytes = r.weight_bytes_per_decode_token + r.kv_bytes_per_decode_token + r.state_bytes_per_decode_token;
 
   nlohmann::ordered_json j;
   j["model"] = o.model;

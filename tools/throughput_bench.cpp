@@ -85,10 +85,10 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
       bytes -= unused * expert_bytes;
       macs -= unused * expert_macs;
     }
-    r.weight_bytes_per_step += bytes;
+    r.weight_bytes_per_decode_token += bytes;
     macs_per_token += macs;
   }
-  r.weight_bytes_per_step += matrix_bytes(model.output());
+  r.weight_bytes_per_decode_token += matrix_bytes(model.output());
   // Prefill computes the logits of the prompt's last token only: the output matrix's MACs
   // are spread over the prompt (counting them for every token overstated prefill's share of
   // the peak, by half on the Qwen3.5-0.8B shape, whose output matrix is a third of its weights).

@@ -40,7 +40,7 @@ struct ThroughputResult {
   int32_t batch = 0;
   // Work per unit measured.
   // Matrices one decode token reads (embedding rows aside; MoE: the top-k routed experts).
-  double weight_bytes_per_step = 0;
+  double weight_bytes_per_decode_token = 0;
   double kv_bytes_per_decode_token = 0;   // KV read at the mean decode context
   double state_bytes_per_decode_token = 0;  // hybrid models: the recurrent state a step reads (0 otherwise)
   // 2 x the MACs of the matrices a prompt token runs through (MoE: top-k experts), the
