@@ -137,12 +137,13 @@ void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], i
   _mm512_storeu_ps(y[1], facc[1]);
 }
 
-
 // TileDotFn on two consecutive tiles (kernel_table.h, tile2_dot): each broadcast activation
 // dword feeds both tiles' vpdpbusd, half the broadcast loads of tile_dot_block, whose prefill
 // sweep is bound by loads (bench/README.md). The integer sums of a block are formed for up to
 // 4 activation rows at a time (the registers of two tiles' sums), the block's codes reread
-// from L1 by the second four. Each output as tile_dot_block computes it.
+// from L1 by the second four; the 2 x NX float accumulators live across the blocks (GCC 12
+// keeps most of them on the stack at NX = 8, a load and a store per block each). Each output
+// as tile_dot_block computes it.
 template <bool kQ4, int NX>
 void tile2_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const Q8Group& x, float* y, size_t ys,
                      int flags) {
