@@ -209,6 +209,31 @@ void score_rows(const float* const* q, Keys keys, int head_dim, float scale, flo
   for (int r = 0; r < NR; ++r) _mm512_storeu_ps(scores[r] + t0, _mm512_mul_ps(acc[r], s));
 }
 
+// score_rows for two groups of 16 keys (t0 and t0 + 16; keys(d, b): dim d of group b): each
+// broadcast query element feeds both groups' fma, half the broadcast loads per fma. The same
+// fma chain per score.
+template <int NR, class Keys>
+void score_rows2(const float* const* q, Keys keys, int head_dim, float scale, float* const* scores, int64_t t0) {
+  __m512 acc[2][NR];
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) acc[0][r] = acc[1][r] = _mm512_setzero_ps();
+  for (int d = 0; d < head_dim; ++d) {
+    const __m512 k0 = keys(d, 0), k1 = keys(d, 1);
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+      const __m512 qd = _mm512_set1_ps(q[r][d]);
+      acc[0][r] = _mm512_fmadd_ps(qd, k0, acc[0][r]);
+      acc[1][r] = _mm512_fmadd_ps(qd, k1, acc[1][r]);
+    }
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r) {
+    _mm512_storeu_ps(scores[r] + t0, _mm512_mul_ps(acc[0][r], s));
+    _mm512_storeu_ps(scores[r] + t0 + 16, _mm512_mul_ps(acc[1][r], s));
+  }
+}
+
 // out_r[16 * c0 ..) = sum over t < n_ctx[r] of p_r[t] * V[t][16 * c0 ..) for NR rows and the
 // NV vectors of dims from vector c0 on (dims at or past head_dim are neither read nor written).
 // Every output element is one fma chain over t in increasing order, whatever c0, NV and NR.
@@ -325,16 +350,44 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     sr[r] = scratch + r * ctx_stride;
     n_ctx[r] = key_counts[j];
   }
-  alignas(64) float kt[kMaxSimdHeadDim * 16];
+  alignas(64) float kt[2][kMaxSimdHeadDim * 16];
   const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
   using T = typename L::T;
-  for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
-    const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+  auto prefetch_next_block = [&](int64_t t0) {
     if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
       // The next block's keys of this head (one run when stored as the engine does).
       prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
                           int64_t(kv_head) * k.head_stride,
                       (head_dim - 1) * k.dim_stride + k.block_size);
+    }
+  };
+  for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
+    const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
+    prefetch_next_block(t0);
+    if (n_rows >= 8 && !(keys_in_place && n_rows == 8) && t0 + 16 < max_ctx) {
+      // Two groups of 16 keys at once, transposed into kt[0] and kt[1].
+      prefetch_next_block(t0 + 16);
+      const int cnt1 = static_cast<int>(max_ctx - t0 - 16 < 16 ? max_ctx - t0 - 16 : 16);
+      load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt[0]);
+      load_keys_transposed<L>(k, kv_head, head_dim, t0 + 16, cnt1, kt[1]);
+      auto keys2 = [&](int d, int b) { return _mm512_load_ps(kt[b] + d * 16); };
+      int r = 0;
+      for (; r + 8 <= n_rows; r += 8) score_rows2<8>(qr + r, keys2, head_dim, scale, sr + r, t0);
+      for (int b = 0; b < 2; ++b) {
+        auto keys = [&](int d) { return _mm512_load_ps(kt[b] + d * 16); };
+        int rr = r;
+        if (n_rows - rr >= 4) {
+          score_rows<4>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
+          rr += 4;
+        }
+        if (n_rows - rr >= 2) {
+          score_rows<2>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
+          rr += 2;
+        }
+        if (n_rows - rr >= 1) score_rows<1>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
+      }
+      t0 += 16;  // and the loop's 16
+      continue;
     }
     if (keys_in_place && n_rows == 8) {
       // The 16 keys are consecutive in one block (t0 % 16 == 0): read each dim directly.
@@ -345,8 +398,8 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
       score_rows<8>(qr, [&](int d) { return L::load(base + d * ds, m); }, head_dim, scale, sr, t0);
       continue;
     }
-    load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
-    auto keys = [&](int d) { return _mm512_load_ps(kt + d * 16); };
+    load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt[0]);
+    auto keys = [&](int d) { return _mm512_load_ps(kt[0] + d * 16); };
     int r = 0;
     for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, keys, head_dim, scale, sr + r, t0);
     if (n_rows - r >= 4) {
