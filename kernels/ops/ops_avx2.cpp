@@ -6,6 +6,7 @@
 
 #include "kernels/kernel_registry.h"
 #include "kernels/ops/exp_poly_avx2.h"
+#include "kernels/ops/kv_prefetch.h"
 
 namespace spillway::kernels {
 
@@ -248,13 +249,6 @@ void score_rows(const float* const* q, const float* kt, int head_dim, float scal
   }
 }
 
-// Software prefetch of n elements from p (prefetches never fault).
-template <class T>
-inline void prefetch_run(const T* p, int64_t n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (int64_t o = 0; o < n * int64_t(sizeof(T)); o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
 // One block of keys [t0, t0 + count) (rows at `rows`, token_stride apart) added into
 // out_r[d0, d0 + 8 * NV) for NR rows: out_r += p_r[t] * V[t] in increasing t, each element one
 // fma chain continued from the value in out_r (the chain starts from the zeroed rows, so the
@@ -339,8 +333,8 @@ void weighted_values_pass(const KvView& v, const typename L::T* rows, int64_t t0
 // out_r[0, full) = sum over t < n_ctx[r] of p_r[t] * V[t][0, full) for n_rows rows (full a
 // multiple of 8, at most head_dim): one fma chain over t in increasing order per element,
 // from 0. V is walked a block of keys at a time; every (16 dims, 4 rows) pass over a block
-// reads its rows from L1, so each V row comes from memory once, and the next block's rows of
-// this head are prefetched while this one is summed.
+// reads its rows from L1, so each V row comes from memory once, and this head's rows a few
+// blocks on (kv_prefetch::blocks_ahead) are prefetched while this one is summed.
 template <class L>
 void weighted_values(const KvView& v, int h, int head_dim, int full, int n_rows, const float* const* p,
                      const int64_t* n_ctx, float* const* out) {
@@ -353,17 +347,12 @@ void weighted_values(const KvView& v, int h, int head_dim, int full, int n_rows,
     max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
     for (int d = 0; d < full; ++d) out[r][d] = 0.0f;
   }
+  const int64_t ahead = kv_prefetch::blocks_ahead<T>(v, head_dim);
+  for (int64_t b = 0; b < ahead; ++b) kv_prefetch::head_block<T>(v, h, b, max_ctx, 0, head_dim);
   for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
     const T* rows = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride;
     const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
-    if (t0 + bs < max_ctx && v.dim_stride == 1) {
-      const T* next = data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride;
-      if (v.token_stride == head_dim) {
-        prefetch_run<T>(next, bs * head_dim);
-      } else {
-        for (int64_t i = 0; i < bs; ++i) prefetch_run<T>(next + i * v.token_stride, head_dim);
-      }
-    }
+    kv_prefetch::head_block<T>(v, h, t0 / bs + ahead, max_ctx, 0, head_dim);
     for (int d0 = 0; d0 < full; d0 += 16) {
       if (v.dim_stride == 1) {
         weighted_values_pass<L, true>(v, rows, t0, count, d0, d0 + 16 <= full, n_rows, p, n_ctx, min_ctx, out);
@@ -395,13 +384,15 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
   }
   alignas(32) float kt[kMaxSimdHeadDim * 16];
   const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
+  // This head's keys `ahead` blocks on, the first ones before the sweep.
+  const int64_t ahead = kv_prefetch::blocks_ahead<T>(k, head_dim);
+  if (keys_in_place) {
+    for (int64_t b = 0; b < ahead; ++b) kv_prefetch::head_block<T>(k, kv_head, b, max_ctx, 0, head_dim);
+  }
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
     const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
-    if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
-      // The next block's keys of this head (one run when stored as the engine does).
-      prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
-                          int64_t(kv_head) * k.head_stride,
-                      (head_dim - 1) * k.dim_stride + k.block_size);
+    if (keys_in_place && t0 % k.block_size == 0) {
+      kv_prefetch::head_block<T>(k, kv_head, t0 / k.block_size + ahead, max_ctx, 0, head_dim);
     }
     load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt);
     int r = 0;

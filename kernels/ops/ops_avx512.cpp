@@ -6,6 +6,7 @@
 
 #include "kernels/kernel_registry.h"
 #include "kernels/ops/exp_poly_avx512.h"
+#include "kernels/ops/kv_prefetch.h"
 
 namespace spillway::kernels {
 
@@ -160,14 +161,6 @@ struct KvF16 {
   static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 
-// Prefetches the n elements from p on (K or V of the next block, read from DRAM otherwise
-// only when the loads reach it).
-template <class T>
-inline void prefetch_run(const T* p, int64_t n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (int64_t o = 0; o < n * int64_t(sizeof(T)); o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
 // kt[d * 16 + i] = K[t0 + i][d] of kv head h for i < cnt (<= 16), 0 for i >= cnt.
 template <class L>
 void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int cnt, float* kt) {
@@ -260,17 +253,13 @@ void weighted_values(const KvView& v, int h, int head_dim, int c0, const float* 
   }
   const int chunk_dims = head_dim - d0 < 16 * NV ? head_dim - d0 : 16 * NV;
   alignas(64) float gathered[16 * NV];
+  // This head's rows (this chunk's dims) `ahead` blocks on, the first ones before the sweep.
+  const int64_t ahead = kv_prefetch::blocks_ahead<T>(v, chunk_dims);
+  for (int64_t b = 0; b < ahead; ++b) kv_prefetch::head_block<T>(v, h, b, max_ctx, d0, chunk_dims);
   for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
     const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride + d0;
     const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
-    if (t0 + bs < max_ctx && v.dim_stride == 1) {  // the next block's rows of this head, this chunk's dims
-      const T* next = data + int64_t(v.block_table[t0 / bs + 1]) * v.block_stride + int64_t(h) * v.head_stride + d0;
-      if (v.token_stride == chunk_dims) {
-        prefetch_run<T>(next, bs * chunk_dims);
-      } else {
-        for (int64_t i = 0; i < bs; ++i) prefetch_run<T>(next + i * v.token_stride, chunk_dims);
-      }
-    }
+    kv_prefetch::head_block<T>(v, h, t0 / bs + ahead, max_ctx, d0, chunk_dims);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t t = t0 + i;
       const T* row = block + i * v.token_stride;
@@ -353,12 +342,14 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
   alignas(64) float kt[2][kMaxSimdHeadDim * 16];
   const bool keys_in_place = k.token_stride == 1 && k.block_size % 16 == 0;
   using T = typename L::T;
+  // This head's keys `ahead` blocks on, the first ones before the sweep.
+  const int64_t ahead = kv_prefetch::blocks_ahead<T>(k, head_dim);
+  if (keys_in_place) {
+    for (int64_t b = 0; b < ahead; ++b) kv_prefetch::head_block<T>(k, kv_head, b, max_ctx, 0, head_dim);
+  }
   auto prefetch_next_block = [&](int64_t t0) {
-    if (keys_in_place && t0 % k.block_size == 0 && t0 + k.block_size < max_ctx) {
-      // The next block's keys of this head (one run when stored as the engine does).
-      prefetch_run<T>(static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size + 1]) * k.block_stride +
-                          int64_t(kv_head) * k.head_stride,
-                      (head_dim - 1) * k.dim_stride + k.block_size);
+    if (keys_in_place && t0 % k.block_size == 0) {
+      kv_prefetch::head_block<T>(k, kv_head, t0 / k.block_size + ahead, max_ctx, 0, head_dim);
     }
   };
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
