@@ -163,8 +163,10 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_toke
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) table[size_t(b)] = int32_t((b * 5) % n_blocks);  // scattered blocks
-  KvView kview{DType::F16, k.data(), table.data(), kBlock, kBlock * token_elems, 1, kHeadDim * kBlock, kBlock};
-  KvView vview{DType::F16, v.data(), table.data(), kBlock, kBlock * token_elems, kHeadDim, kHeadDim * kBlock, 1};
+  // Head-major, as engine/state/kv_cache.h: head h's run of block b at (h * n_blocks + b) * kBlock * kHeadDim.
+  const int64_t head_block = int64_t(kBlock) * kHeadDim;
+  KvView kview{DType::F16, k.data(), table.data(), kBlock, head_block, 1, n_blocks * head_block, kBlock};
+  KvView vview{DType::F16, v.data(), table.data(), kBlock, head_block, kHeadDim, n_blocks * head_block, 1};
   const size_t q_stride = size_t(kGroup) * kHeadDim;
   const std::vector<float> q = random_floats(q_stride * n_tokens, 4);
   std::vector<float> out(q.size()), scratch(attention_scratch_floats(n_tokens, kGroup, n_ctx));

@@ -75,38 +75,43 @@ void KvCache::write(int32_t layer, std::span<const int32_t> block_table, int64_t
   assert(block_index < static_cast<int64_t>(block_table.size()));
   const int32_t block = block_table[block_index];
   assert(block >= 0 && block < n_blocks_);
-  const int64_t block_first = layer * layer_elems_ + int64_t{block} * block_size_ * token_elems_;
   const int64_t r = position % block_size_;
-  // K: element (head h, dim d) of block row r at block start + (h * head_dim + d) * block_size
-  // + r, i.e. index i = h * head_dim + d. V: head h's row at block start + (h * block_size +
-  // r) * head_dim.
-  const int64_t k_first = block_first + r;
-  const int64_t head_elems = int64_t{block_size_} * head_dim_;
+  // Head h's part of the block starts at head_start(layer, h, block); K element (dim d, row
+  // r) is at + d * block_size + r, V's at + r * head_dim + d.
   if (type_ == kernels::DType::F32) {
-    auto* v32 = reinterpret_cast<float*>(v_.get()) + block_first + r * head_dim_;
-    for (int32_t h = 0; h < n_kv_heads_; ++h) std::memcpy(v32 + h * head_elems, v + h * head_dim_, head_dim_ * sizeof(float));
-    auto* k32 = reinterpret_cast<float*>(k_.get()) + k_first;
-    for (int64_t i = 0; i < token_elems_; ++i) k32[i * block_size_] = k[i];
+    auto* k32 = reinterpret_cast<float*>(k_.get());
+    auto* v32 = reinterpret_cast<float*>(v_.get());
+    for (int32_t h = 0; h < n_kv_heads_; ++h) {
+      const int64_t start = head_start(layer, h, block);
+      std::memcpy(v32 + start + r * head_dim_, v + h * head_dim_, head_dim_ * sizeof(float));
+      for (int32_t d = 0; d < head_dim_; ++d) k32[start + d * block_size_ + r] = k[h * head_dim_ + d];
+    }
     return;
   }
-  auto* v16 = reinterpret_cast<uint16_t*>(v_.get()) + block_first + r * head_dim_;
-  for (int32_t h = 0; h < n_kv_heads_; ++h) kernels::fp32_to_fp16_row(v + h * head_dim_, v16 + h * head_elems, head_dim_);
-  auto* k16 = reinterpret_cast<uint16_t*>(k_.get()) + k_first;
+  auto* k16 = reinterpret_cast<uint16_t*>(k_.get());
+  auto* v16 = reinterpret_cast<uint16_t*>(v_.get());
   uint16_t converted[1024];
-  for (int64_t i0 = 0; i0 < token_elems_; i0 += 1024) {
-    const int64_t n = std::min<int64_t>(1024, token_elems_ - i0);
-    kernels::fp32_to_fp16_row(k + i0, converted, n);
-    for (int64_t i = 0; i < n; ++i) k16[(i0 + i) * block_size_] = converted[i];
+  for (int32_t h = 0; h < n_kv_heads_; ++h) {
+    const int64_t start = head_start(layer, h, block);
+    kernels::fp32_to_fp16_row(v + h * head_dim_, v16 + start + r * head_dim_, head_dim_);
+    for (int32_t d0 = 0; d0 < head_dim_; d0 += 1024) {
+      const int32_t n = std::min<int32_t>(1024, head_dim_ - d0);
+      kernels::fp32_to_fp16_row(k + h * head_dim_ + d0, converted, n);
+      for (int32_t d = 0; d < n; ++d) k16[start + (d0 + d) * block_size_ + r] = converted[d];
+    }
   }
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
   assert(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_);
-  const int64_t block_bytes = int64_t{block_size_} * token_elems_ * elem_bytes_;
+  const size_t head_block_bytes = size_t(head_block_elems()) * size_t(elem_bytes_);
   for (int32_t layer = 0; layer < n_layers_; ++layer) {
-    const int64_t base = layer * layer_elems_ * elem_bytes_;
-    std::memcpy(k_.get() + base + dst * block_bytes, k_.get() + base + src * block_bytes, block_bytes);
-    std::memcpy(v_.get() + base + dst * block_bytes, v_.get() + base + src * block_bytes, block_bytes);
+    for (int32_t h = 0; h < n_kv_heads_; ++h) {
+      const size_t from = size_t(head_start(layer, h, src)) * size_t(elem_bytes_);
+      const size_t to = size_t(head_start(layer, h, dst)) * size_t(elem_bytes_);
+      std::memcpy(k_.get() + to, k_.get() + from, head_block_bytes);
+      std::memcpy(v_.get() + to, v_.get() + from, head_block_bytes);
+    }
   }
 }
 
@@ -117,14 +122,14 @@ kernels::KvView KvCache::view(const uint8_t* base, int32_t layer,
   view.data = base + layer * layer_elems_ * elem_bytes_;
   view.block_table = block_table.data();
   view.block_size = block_size_;
-  view.block_stride = int64_t{block_size_} * token_elems_;
+  view.block_stride = head_block_elems();
+  view.head_stride = int64_t{n_blocks_} * head_block_elems();
   return view;
 }
 
 kernels::KvView KvCache::k_view(int32_t layer, std::span<const int32_t> block_table) const {
   kernels::KvView k = view(k_.get(), layer, block_table);
   k.token_stride = 1;
-  k.head_stride = int64_t{head_dim_} * block_size_;
   k.dim_stride = block_size_;
   return k;
 }
@@ -132,7 +137,6 @@ kernels::KvView KvCache::k_view(int32_t layer, std::span<const int32_t> block_ta
 kernels::KvView KvCache::v_view(int32_t layer, std::span<const int32_t> block_table) const {
   kernels::KvView v = view(v_.get(), layer, block_table);
   v.token_stride = head_dim_;
-  v.head_stride = int64_t{block_size_} * head_dim_;
   v.dim_stride = 1;
   return v;
 }

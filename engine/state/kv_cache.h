@@ -3,11 +3,12 @@
 // (LayerSpec::attention_ordinal): a hybrid model allocates K/V for its attention layers only. Which sequence owns which block is the scheduler's business
 // (scheduler/kv_block_manager.h); the engine only reads and writes through block tables.
 //
-// Layout per layer, elements of `type` (F16 or F32), so that one head's part of a block is
-// one contiguous run (block_size * head_dim elements) that attention streams:
-//   K: [n_blocks][n_kv_heads][head_dim][block_size] (one dim of a block's tokens contiguous,
+// Layout per layer, elements of `type` (F16 or F32): head-major, so that one head's part of
+// a block is one contiguous run (block_size * head_dim elements) and a sequence whose blocks
+// are consecutive is one run per head, which attention streams (one call per kv head):
+//   K: [n_kv_heads][n_blocks][head_dim][block_size] (one dim of a block's tokens contiguous,
 //      which the attention kernel reads as a vector of keys);
-//   V: [n_blocks][n_kv_heads][block_size][head_dim] (a token's head row contiguous).
+//   V: [n_kv_heads][n_blocks][block_size][head_dim] (a token's head row contiguous).
 // Thread contract: the forward writes rows of the tokens it computes and reads rows of
 // their contexts; callers guarantee no two sequences in flight share a block being written.
 #pragma once
@@ -55,6 +56,12 @@ class KvCache {
  private:
   kernels::KvView view(const uint8_t* base, int32_t layer,
                        std::span<const int32_t> block_table) const;
+
+  // Elements of one head's part of a block; where that part of (layer, head, block) starts.
+  int64_t head_block_elems() const { return int64_t{block_size_} * head_dim_; }
+  int64_t head_start(int32_t layer, int32_t head, int32_t block) const {
+    return layer * layer_elems_ + (int64_t{head} * n_blocks_ + block) * head_block_elems();
+  }
 
   int32_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
   kernels::DType type_;

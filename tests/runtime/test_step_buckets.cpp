@@ -34,13 +34,12 @@ namespace dd = engine::diffusion;
 
 std::string model_path(const char* name) { return spillway::test_paths::testdata() + "/models/" + name; }
 
-// Layer 0's K bytes of every block of the cache.
-std::vector<uint8_t> layer0_keys(const engine::KvCache& kv) {
+// The K bytes of every layer and block of the cache (K is the first half of bytes()).
+std::vector<uint8_t> all_keys(const engine::KvCache& kv) {
   const std::vector<int32_t> table = {0};
   const kernels::KvView k = kv.k_view(0, table);
-  const size_t elem = k.type == kernels::DType::F32 ? 4 : 2;
   const auto* bytes = static_cast<const uint8_t*>(k.data);
-  return std::vector<uint8_t>(bytes, bytes + size_t(kv.n_blocks()) * size_t(k.block_stride) * elem);
+  return std::vector<uint8_t>(bytes, bytes + size_t(kv.bytes()) / 2);
 }
 
 // Executes `batch` unpadded on one forward and padded to every larger bucket on fresh ones
@@ -69,8 +68,8 @@ void expect_padding_changes_nothing(const char* model_name, const engine::Forwar
     ASSERT_EQ(padded.logit_rows, batch.logit_rows);
     auto logits = forward.execute(padded);
     ASSERT_TRUE(logits.ok()) << logits.error().message;
-    // The K of layer 0 in every block: padding rows write none.
-    const std::vector<uint8_t> kv_now = layer0_keys(kv);
+    // The K of every layer and block: padding rows write none.
+    const std::vector<uint8_t> kv_now = all_keys(kv);
     if (reference.empty()) {
       ASSERT_EQ(rows, plans.padded(n));  // the first: the step's own bucket (maybe unpadded)
       engine::KvCache kv0(cfg, 16, 12, kv_cache_type(cfg));
@@ -81,7 +80,7 @@ void expect_padding_changes_nothing(const char* model_name, const engine::Forwar
       auto unpadded = f0.execute(batch);
       ASSERT_TRUE(unpadded.ok());
       reference.assign(unpadded->begin(), unpadded->end());
-      kv_reference = layer0_keys(kv0);
+      kv_reference = all_keys(kv0);
     }
     ASSERT_EQ(logits->size(), reference.size());
     EXPECT_EQ(std::memcmp(logits->data(), reference.data(), reference.size() * sizeof(float)), 0) << "rows " << rows;
