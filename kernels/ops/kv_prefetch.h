@@ -20,8 +20,8 @@ namespace spillway::kernels::kv_prefetch {
 namespace {
 
 // How far ahead of the block being read the kernels prefetch: about this many bytes of the
-// head's runs (4 blocks at head_dim 64 in F16; 4 and 8 measured the same there), at least one
-// block. Farther at head_dim 256 (8 KiB a block) pushed the sweep's own lines out of L1.
+// head's runs, at least one block (4 blocks at head_dim 64 in F16, where 4 and 8 measured the
+// same; 1 at head_dim 256, whose K run is 8 KiB a block, as before this prefetch).
 constexpr int64_t kBytesAhead = 8192;
 template <class T>
 inline int64_t blocks_ahead(const KvView& x, int dims) {
