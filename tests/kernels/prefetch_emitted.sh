@@ -14,7 +14,8 @@
 # ops_avx512.cpp.o the attention kernels (attention_typed: K; weighted_values: V). Each such
 # function of more than 60 instructions must contain a prefetch instruction; one with none
 # that calls others is a dispatcher of row passes and is let through (the shorter ones are
-# dispatchers that jump to the others). Exit 77 (skipped) when objdump is missing or the
+# dispatchers that jump to the others), except attention_typed, which prefetches K itself
+# whatever it calls. Exit 77 (skipped) when objdump is missing or the
 # library has no such objects.
 set -euo pipefail
 lib=$1
@@ -44,7 +45,7 @@ objdump -d -C --no-show-raw-insn "$lib" | awk '
       if (ins[f] <= 60) continue
       checked++
       printf "%s: %d instructions, %d prefetch\n", f, ins[f], n[f]
-      if (n[f] == 0 && calls[f] > 0) { print "  (a dispatcher: it calls the kernels)"; continue }
+      if (n[f] == 0 && calls[f] > 0 && f !~ / attention_typed</) { print "  (a dispatcher: it calls the kernels)"; continue }
       if (n[f] == 0) { print "  ^ no prefetch instruction (dropped by the compiler, or never written)"; bad = 1 }
     }
     if (checked < 10) { print "only " checked " kernel functions found"; exit 1 }
