@@ -24,8 +24,7 @@ KvCache::KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t
       n_blocks_(n_blocks),
       type_(type),
       elem_bytes_(element_bytes(type)),
-      token_elems_(int64_t{n_kv_heads} * head_dim),
-      layer_elems_(int64_t{n_blocks} * block_size * token_elems_) {
+      layer_elems_(int64_t{n_blocks} * block_size * n_kv_heads * head_dim) {
   const size_t total = static_cast<size_t>(layer_elems_ * n_layers_ * elem_bytes_);
   // Zeroed so that an unwritten row never holds NaN garbage (it is never read, but a
   // zeroed pool keeps sanitizer and debugging runs deterministic). calloc, not new[]():

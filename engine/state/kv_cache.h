@@ -66,8 +66,7 @@ class KvCache {
   int32_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
   kernels::DType type_;
   int64_t elem_bytes_;
-  int64_t token_elems_;   // n_kv_heads * head_dim
-  int64_t layer_elems_;   // n_blocks * block_size * token_elems
+  int64_t layer_elems_;   // n_blocks * block_size * n_kv_heads * head_dim
   struct Free {
     void operator()(uint8_t* p) const;
   };

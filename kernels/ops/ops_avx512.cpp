@@ -352,6 +352,19 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
       kv_prefetch::head_block<T>(k, kv_head, t0 / k.block_size + ahead, max_ctx, 0, head_dim);
     }
   };
+  // Rows [r, n_rows) (fewer than 8) against the 16 keys transposed in ktb, their scores at t.
+  auto score_tail = [&](int r, const float* ktb, int64_t t) {
+    auto keys = [&](int d) { return _mm512_load_ps(ktb + d * 16); };
+    if (n_rows - r >= 4) {
+      score_rows<4>(qr + r, keys, head_dim, scale, sr + r, t);
+      r += 4;
+    }
+    if (n_rows - r >= 2) {
+      score_rows<2>(qr + r, keys, head_dim, scale, sr + r, t);
+      r += 2;
+    }
+    if (n_rows - r >= 1) score_rows<1>(qr + r, keys, head_dim, scale, sr + r, t);
+  };
   for (int64_t t0 = 0; t0 < max_ctx; t0 += 16) {
     const int cnt = static_cast<int>(max_ctx - t0 < 16 ? max_ctx - t0 : 16);
     prefetch_next_block(t0);
@@ -364,19 +377,8 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
       auto keys2 = [&](int d, int b) { return _mm512_load_ps(kt[b] + d * 16); };
       int r = 0;
       for (; r + 8 <= n_rows; r += 8) score_rows2<8>(qr + r, keys2, head_dim, scale, sr + r, t0);
-      for (int b = 0; b < 2; ++b) {
-        auto keys = [&](int d) { return _mm512_load_ps(kt[b] + d * 16); };
-        int rr = r;
-        if (n_rows - rr >= 4) {
-          score_rows<4>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
-          rr += 4;
-        }
-        if (n_rows - rr >= 2) {
-          score_rows<2>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
-          rr += 2;
-        }
-        if (n_rows - rr >= 1) score_rows<1>(qr + rr, keys, head_dim, scale, sr + rr, t0 + 16 * b);
-      }
+      score_tail(r, kt[0], t0);
+      score_tail(r, kt[1], t0 + 16);
       t0 += 16;  // and the loop's 16
       continue;
     }
@@ -393,15 +395,7 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     auto keys = [&](int d) { return _mm512_load_ps(kt[0] + d * 16); };
     int r = 0;
     for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, keys, head_dim, scale, sr + r, t0);
-    if (n_rows - r >= 4) {
-      score_rows<4>(qr + r, keys, head_dim, scale, sr + r, t0);
-      r += 4;
-    }
-    if (n_rows - r >= 2) {
-      score_rows<2>(qr + r, keys, head_dim, scale, sr + r, t0);
-      r += 2;
-    }
-    if (n_rows - r >= 1) score_rows<1>(qr + r, keys, head_dim, scale, sr + r, t0);
+    score_tail(r, kt[0], t0);
   }
   for (int r = 0; r < n_rows; ++r) softmax_avx512(sr[r], n_ctx[r]);
   const float* const* pr = sr;
