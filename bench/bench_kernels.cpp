@@ -9,7 +9,7 @@
 // runs on, and row-major as "Q8_0-rows"), m = 1 (GEMV), 16, 64, 512 (GEMM; the scalar table
 // only up to 16, it is slow). Copies of each weight matrix (512 MiB in all, as the probe's
 // buffer, at most 64) are cycled so GEMV streams from DRAM rather than from the last-level
-// cache.
+// cache. Also the Q8_0 / Q4_0 GEMV at 8224x1024 (Qwen3.5-0.8B's delta-net input projection).
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
 // Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
 // head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
@@ -332,6 +332,18 @@ void register_all() {
           }
         }
       }
+    }
+  }
+  // The GEMV of a narrower model: Qwen3.5-0.8B's delta-net input projection (qkv, z, b, a:
+  // 8224 rows of 1024), whose 17 KiB Q8_0 tiles make the two streams' runs short when units
+  // are small (kernels/matmul/matmul.cpp, kMaxPairedTilesPerUnit).
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    for (Isa isa : supported_isas()) {
+      if (isa == Isa::Scalar) continue;
+      const std::string name = "matmul/" + std::string(dtype_name(type)) + "/" + std::string(isa_name(isa)) + "/m:1/8224x1024";
+      benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, false, type, WeightLayout::Tiled, 8224, 1024, 1)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     }
   }
   for (Isa isa : supported_isas()) {

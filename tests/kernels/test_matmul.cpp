@@ -333,8 +333,8 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
 
 // A tiled 403-row matrix through the matmul driver for one activation row (where the driver
 // pairs a unit's tiles or groups on ISAs with pair kernels) on 1-3 threads: the scalar bits.
-void expect_paired_gemv_gives_the_scalar_bits(DType t, int64_t cols, uint32_t seed) {
-  const TestMatrix w = random_matrix(t, 403, cols, seed);
+void expect_paired_gemv_gives_the_scalar_bits(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const TestMatrix w = random_matrix(t, rows, cols, seed);
   const TiledCopy tiled = tiled_copy(w);
   const std::vector<float> x = random_floats(cols, 5);
   for (int threads : {1, 2, 3}) {
@@ -342,7 +342,8 @@ void expect_paired_gemv_gives_the_scalar_bits(DType t, int64_t cols, uint32_t se
     const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, 1, pool);
     for (Isa isa : supported_isas()) {
       expect_same_bits(run_matmul(kernels_for(isa), tiled.view, x, 1, pool), scalar,
-                       isa_label(isa) + " " + std::string(dtype_name(t)) + " 403 rows, threads=" + std::to_string(threads));
+                       isa_label(isa) + " " + std::string(dtype_name(t)) + " " + std::to_string(rows) +
+                           " rows, threads=" + std::to_string(threads));
     }
   }
 }
@@ -381,9 +382,11 @@ TEST(Matmul, TilePairKernelsGiveEachTileItsSingleTileBits) {
         expect_same_bits(pair, single, isa_label(isa) + " " + std::string(dtype_name(t)) + " nb=" + std::to_string(nb));
       }
     }
-    // 403 rows: 25 tiles and 3 tail rows, so that units of 4, 3 and 2 tiles (1, 2, 3 threads)
-    // pair tiles, with an odd tile left over.
-    expect_paired_gemv_gives_the_scalar_bits(t, 32 * 35, uint32_t(403 + kind));
+    // 403 rows: 25 tiles and 3 tail rows, so that units of 6, 3 and 2 tiles (1, 2, 3 threads)
+    // pair tiles; 3223 rows: 201 tiles, units of the most a GEMV takes (16 tiles: streams 8
+    // tiles apart) on every thread count, the last with an odd tile left over.
+    expect_paired_gemv_gives_the_scalar_bits(t, 403, 32 * 35, uint32_t(403 + kind));
+    expect_paired_gemv_gives_the_scalar_bits(t, 3223, 32 * 35, uint32_t(3223 + kind));
   }
 }
 
@@ -475,7 +478,7 @@ TEST(Matmul, FloatTilePairKernelsGiveEachGroupItsSingleGroupBits) {
     }
     // 403 rows: 100 groups and 3 row-major rows, units of 100, 52 and 36 rows (1, 2, 3
     // threads): pairs, an odd group left over, and the row-major tail in the last unit.
-    expect_paired_gemv_gives_the_scalar_bits(t, 96, uint32_t(403 + index));
+    expect_paired_gemv_gives_the_scalar_bits(t, 403, 96, uint32_t(403 + index));
   }
 }
 
