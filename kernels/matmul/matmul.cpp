@@ -29,8 +29,9 @@ constexpr int64_t kPackBlocks = 32;
 constexpr int kMaxTilesPerUnit = 4;
 // A GEMV on Q8_0 / Q4_0 tiles pairs tile t with tile t + n/2 of a unit (two weight streams),
 // so a unit's size is also how far apart the streams run and how long each stays
-// sequential: units of up to 16 tiles read DRAM 14-27% faster than units of 4 (bench/README.md,
-// "Longer runs for the two GEMV streams"). Still at least 4 units a thread (tiles_per_unit).
+// sequential: with units of up to 16 tiles instead of 4 the GEMVs read DRAM faster, by 10-30%
+// at 1,024 columns and less at 2,048 (bench/README.md, "Longer runs for the two GEMV
+// streams"). Still at least 4 units a thread (tiles_per_unit).
 constexpr int64_t kMaxPairedTilesPerUnit = 16;
 // Float weights: rows per unit when several activation rows share them (~128 KiB of F16
 // weights at d = 2048, an L2-resident block).

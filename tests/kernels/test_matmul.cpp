@@ -331,8 +331,9 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   EXPECT_FALSE(has_tiled_layout(DType::Q5_0, 256));
 }
 
-// A tiled 403-row matrix through the matmul driver for one activation row (where the driver
-// pairs a unit's tiles or groups on ISAs with pair kernels) on 1-3 threads: the scalar bits.
+// A tiled matrix of `rows` rows through the matmul driver for one activation row (where the
+// driver pairs a unit's tiles or groups on ISAs with pair kernels) on 1-3 threads: the scalar
+// bits.
 void expect_paired_gemv_gives_the_scalar_bits(DType t, int64_t rows, int64_t cols, uint32_t seed) {
   const TestMatrix w = random_matrix(t, rows, cols, seed);
   const TiledCopy tiled = tiled_copy(w);
