@@ -278,8 +278,8 @@ void bench_gdn_prefill(benchmark::State& state, Isa isa) {
 // The machine probe's DRAM read loops over 512 MiB split between the pool's threads, the bound
 // the GEMV rows compare with (weight_bytes/s), measured in the same process:
 // dram_read/probe with software prefetch (where the ISA has one), dram_read/plain without.
-// `spillway bench` takes the faster of the two; on the Zen 5 development VM that is the plain
-// loop, by ~10% (bench/README.md, "Longer runs for the two GEMV streams").
+// `spillway bench` takes the faster of the two; on the Zen 5 development VM that is usually
+// the plain loop, by 10-15% (bench/README.md, "Longer runs for the two GEMV streams").
 void bench_dram_read(benchmark::State& state, bool plain) {
   const size_t bytes = size_t{512} << 20;
   static AlignedBytes buffer(bytes);
