@@ -11,12 +11,14 @@
 // buffer, at most 64) are cycled so GEMV streams from DRAM rather than from the last-level
 // cache. Also the Q8_0 / Q4_0 GEMV at 8224x1024 (Qwen3.5-0.8B's delta-net input projection).
 // Counters: weight_bytes/s (weight bytes read per second) and ops/s (2*m*rows*cols).
-// Attention: F16 paged KV cache as the engine lays it out, head_dim 64, 8 query heads per kv
-// head (TinyLlama GQA), 1 query token (decode) or 4 (prefill).
+// Attention: F16 paged KV cache as the engine lays it out, head_dim 64 x 8 query heads per kv
+// head (TinyLlama GQA) or 256 x 4 (Qwen3.5), 1 query token (decode) or 8 (a prefill chunk), the
+// KV in cache; attention_batch: one layer of a 16-sequence decode step, its KV from DRAM.
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -181,6 +183,65 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t n_ctx, int n_toke
                                                     benchmark::Counter::kIsIterationInvariantRate);
   state.counters["flops"] = benchmark::Counter(4.0 * double(n_ctx) * kHeadDim * kGroup * n_tokens,
                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The attention of one decode step of a batch: n_seqs sequences x kKvHeads kv heads of head_dim
+// 64 x 8 query heads at an n_ctx context, one layer per iteration, the (sequence, kv head) tasks
+// taken from a shared counter by the pool's threads as engine/forward/attention_mixer.cpp does.
+// The KV of kLayers layers (22, TinyLlama: 190 MB at 16 x 528 tokens, more than the caches
+// hold) is allocated as engine/state/kv_cache.cpp allocates it (calloc; 4 KiB pages), or with
+// `huge` on transparent huge pages (common/huge_pages.h), each sequence's blocks consecutive,
+// and the layers cycled, so the KV comes from DRAM as it does in a step. kv_bytes/s: K and V
+// bytes read per second.
+void bench_attention_batch(benchmark::State& state, Isa isa, int64_t n_ctx, int n_seqs, bool huge) {
+  const KernelTable& kt = kernels_for(isa);
+  constexpr int kKvHeads = 4, kHeadDim = 64, kGroup = 8, kBlock = 16, kLayers = 22;
+  const int64_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
+  const int64_t head_block = int64_t(kBlock) * kHeadDim, layer_elems = n_blocks * head_block * kKvHeads;
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  const size_t bytes = size_t(layer_elems * kLayers) * 2;
+  auto allocate = [&] { return static_cast<uint16_t*>(huge ? allocate_maybe_huge(bytes, 64) : std::calloc(bytes, 1)); };
+  std::unique_ptr<uint16_t, Free> k(allocate()), v(allocate());
+  const std::vector<float> values = random_floats(4096, 3);
+  for (int64_t i = 0; i < layer_elems * kLayers; ++i) {
+    k.get()[i] = fp32_to_fp16(values[size_t(i % 4096)]);
+    v.get()[i] = fp32_to_fp16(values[size_t((i * 7) % 4096)]);
+  }
+  std::vector<int32_t> tables(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) tables[size_t(b)] = int32_t(b);
+  const size_t q_dim = size_t(kKvHeads) * kGroup * kHeadDim;
+  const std::vector<float> q = random_floats(q_dim * size_t(n_seqs), 4);
+  std::vector<float> out(q.size());
+  const int n_threads = bench_pool().size();
+  const size_t scratch_floats = attention_scratch_floats(1, kGroup, n_ctx) + 16;
+  std::vector<float> scratch(scratch_floats * size_t(n_threads));
+  const int64_t key_count = n_ctx;
+  int layer = 0;
+  for (auto _ : state) {
+    const uint16_t* kl = k.get() + int64_t(layer) * layer_elems;
+    const uint16_t* vl = v.get() + int64_t(layer) * layer_elems;
+    layer = (layer + 1) % kLayers;
+    std::atomic<int64_t> next{0};
+    bench_pool().run_on_all([&](int thread) {
+      for (;;) {
+        const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= int64_t(n_seqs) * kKvHeads) return;
+        const int64_t seq = i / kKvHeads;
+        const int kv_head = int(i % kKvHeads);
+        const int32_t* table = tables.data() + seq * blocks_per_seq;
+        const KvView kview{DType::F16, kl, table, kBlock, head_block, 1, n_blocks * head_block, kBlock};
+        const KvView vview{DType::F16, vl, table, kBlock, head_block, kHeadDim, n_blocks * head_block, 1};
+        const size_t offset = size_t(seq) * q_dim + size_t(kv_head) * kGroup * kHeadDim;
+        kt.attention(q.data() + offset, q_dim, 1, kGroup, kHeadDim, kview, vview, kv_head, &key_count, 0.125f,
+                     out.data() + offset, q_dim, scratch.data() + size_t(thread) * scratch_floats);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_bytes/s"] = benchmark::Counter(2.0 * double(n_ctx) * kHeadDim * 2 * kKvHeads * n_seqs,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // One decode token through the gated delta net of a Qwen3.5-0.8B-shaped model: 18 layers x 16
@@ -355,6 +416,16 @@ void register_all() {
     benchmark::RegisterBenchmark(name.c_str(), bench_gdn_decode, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
     const std::string prefill = "gdn_prefill/" + std::string(isa_name(isa)) + "/0.8b";
     benchmark::RegisterBenchmark(prefill.c_str(), bench_gdn_prefill, isa)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::Scalar) continue;
+    for (bool huge : {false, true}) {
+      const std::string name = "attention_batch/f16/" + std::string(isa_name(isa)) + "/hd:64x8/ctx:528/seqs:16/pages:" +
+                               (huge ? "huge" : "4k");
+      benchmark::RegisterBenchmark(name.c_str(), bench_attention_batch, isa, 528, 16, huge)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
   }
   for (const auto& [head_dim, group] : {std::pair{64, 8}, std::pair{256, 4}}) {
     for (int64_t n_ctx : {128, 512, 2048, 8192}) {

@@ -54,21 +54,35 @@ void rms_norm_avx512(const float* x, const float* weight, float* y, int64_t n, f
   }
 }
 
+// Two independent max and sum chains over alternate vectors: one chain is latency-bound
+// (a max, or two double adds, per 16 floats).
 void softmax_avx512(float* x, int64_t n) {
-  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t i = 0; i < n; i += 16) {
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-__builtin_inff()), tail_mask(n - i), x + i));
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmax0 = minus_inf, vmax1 = minus_inf;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    vmax0 = _mm512_max_ps(vmax0, _mm512_loadu_ps(x + i));
+    vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(x + i + 16));
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-  __m512d acc = _mm512_setzero_pd();
-  for (int64_t i = 0; i < n; i += 16) {
+  for (; i < n; i += 16) vmax0 = _mm512_max_ps(vmax0, _mm512_mask_loadu_ps(minus_inf, tail_mask(n - i), x + i));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  for (i = 0; i + 32 <= n; i += 32) {
+    const __m512 e0 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+    const __m512 e1 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
+    _mm512_storeu_ps(x + i, e0);
+    _mm512_storeu_ps(x + i + 16, e1);
+    acc0 = add_widened(acc0, e0);
+    acc1 = add_widened(acc1, e1);
+  }
+  for (; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
     const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m)));
     _mm512_mask_storeu_ps(x + i, k, e);
-    acc = add_widened(acc, e);
+    acc0 = add_widened(acc0, e);
   }
-  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / _mm512_reduce_add_pd(acc)));
-  for (int64_t i = 0; i < n; i += 16) {
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1))));
+  for (i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
     _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
   }
@@ -146,7 +160,10 @@ void rope_avx512(float* x, int n_heads, int head_dim, int rot_dim, const float* 
 // Scores with lanes over 16 keys (K transposed: one dim of 16 keys per vector, a broadcast
 // query element per fma), so every query head of the GQA group reuses the keys from L1;
 // p . V with lanes over dims, every head of the group reusing each V row. Both keep the
-// per-output fma order of the contract in kernels.h.
+// per-output fma order of the contract in kernels.h. In a batched decode step K and V come
+// from DRAM (a task reads one sequence's run of one kv head once); bench_kernels'
+// attention_batch measures that case, attention/* the in-cache one (bench/README.md,
+// "Attention: fewer instructions per key").
 
 constexpr int kMaxSimdHeadDim = 256;
 
@@ -227,10 +244,56 @@ void score_rows2(const float* const* q, Keys keys, int head_dim, float scale, fl
   }
 }
 
+// One block's keys [t0, t0 + count) (row i of the block at rows + i * token_stride, dims from
+// d0) added into acc[r] for NR rows: acc[r][c] += p_r[t] * V[t][d0 + 16c ..), t increasing,
+// keys at or past n_ctx[r] skipped for row r (min_ctx: the smallest n_ctx). kContiguous: the
+// block's rows hold their dims consecutively (dim_stride 1, as the engine keeps V).
+template <class L, int NV, int NR, bool kContiguous>
+inline void weighted_values_block(const KvView& v, const typename L::T* rows, int64_t t0, int64_t count,
+                                  int chunk_dims, const __mmask16* mask, const float* const* pr, const int64_t* n_ctx,
+                                  int64_t min_ctx, __m512 (&acc)[NR][NV]) {
+  auto load_row = [&](int64_t i, __m512* vv) {
+    const typename L::T* row = rows + i * v.token_stride;
+    if constexpr (kContiguous) {
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
+    } else {
+      alignas(64) float gathered[16 * NV];
+      for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < chunk_dims ? L::one(row + d * v.dim_stride) : 0.0f;
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
+    }
+  };
+  // Keys every row attends to, without per-row checks; then the rest, checked per row.
+  const int64_t common = min_ctx - t0 >= count ? count : (min_ctx > t0 ? min_ctx - t0 : 0);
+  int64_t i = 0;
+  for (; i < common; ++i) {
+    __m512 vv[NV];
+    load_row(i, vv);
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+      const __m512 pi = _mm512_set1_ps(pr[r][t0 + i]);
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pi, vv[c], acc[r][c]);
+    }
+  }
+  for (; i < count; ++i) {
+    __m512 vv[NV];
+    load_row(i, vv);
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+      if (t0 + i >= n_ctx[r]) continue;
+      const __m512 pi = _mm512_set1_ps(pr[r][t0 + i]);
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pi, vv[c], acc[r][c]);
+    }
+  }
+}
+
 // out_r[16 * c0 ..) = sum over t < n_ctx[r] of p_r[t] * V[t][16 * c0 ..) for NR rows and the
 // NV vectors of dims from vector c0 on (dims at or past head_dim are neither read nor written).
 // Every output element is one fma chain over t in increasing order, whatever c0, NV and NR.
-template <class L, int NV, int NR>
+template <class L, int NV, int NR, bool kContiguous>
 void weighted_values(const KvView& v, int h, int head_dim, int c0, const float* const* p, const int64_t* n_ctx,
                      float* const* out) {
   using T = typename L::T;
@@ -252,34 +315,15 @@ void weighted_values(const KvView& v, int h, int head_dim, int c0, const float* 
     max_ctx = n_ctx[r] > max_ctx ? n_ctx[r] : max_ctx;
   }
   const int chunk_dims = head_dim - d0 < 16 * NV ? head_dim - d0 : 16 * NV;
-  alignas(64) float gathered[16 * NV];
   // This head's rows (this chunk's dims) `ahead` blocks on, the first ones before the sweep.
   const int64_t ahead = kv_prefetch::blocks_ahead<T>(v, chunk_dims);
   for (int64_t b = 0; b < ahead; ++b) kv_prefetch::head_block<T>(v, h, b, max_ctx, d0, chunk_dims);
   for (int64_t t0 = 0; t0 < max_ctx; t0 += bs) {
-    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride + d0;
+    const T* block = data + int64_t(v.block_table[t0 / bs]) * v.block_stride + int64_t(h) * v.head_stride +
+                     d0 * v.dim_stride;
     const int64_t count = max_ctx - t0 < bs ? max_ctx - t0 : bs;
     kv_prefetch::head_block<T>(v, h, t0 / bs + ahead, max_ctx, d0, chunk_dims);
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t t = t0 + i;
-      const T* row = block + i * v.token_stride;
-      __m512 vv[NV];
-      if (v.dim_stride == 1) {
-#pragma GCC unroll 16
-        for (int c = 0; c < NV; ++c) vv[c] = L::load(row + 16 * c, mask[c]);
-      } else {
-        for (int d = 0; d < 16 * NV; ++d) gathered[d] = d < chunk_dims ? L::one(row + d * v.dim_stride) : 0.0f;
-#pragma GCC unroll 16
-        for (int c = 0; c < NV; ++c) vv[c] = _mm512_load_ps(gathered + 16 * c);
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < NR; ++r) {
-        if (t >= min_ctx && t >= n_ctx[r]) continue;
-        const __m512 pr = _mm512_set1_ps(p[r][t]);
-#pragma GCC unroll 16
-        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
-      }
-    }
+    weighted_values_block<L, NV, NR, kContiguous>(v, block, t0, count, chunk_dims, mask, p, n_ctx, min_ctx, acc);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < NR; ++r) {
@@ -290,32 +334,48 @@ void weighted_values(const KvView& v, int h, int head_dim, int c0, const float* 
 
 // All n_rows rows over the NV vectors of dims from c0 on: kRows rows per pass over V (24
 // accumulators), then the remainder in smaller groups.
-template <class L, int NV>
+template <class L, int NV, bool kContiguous>
 void weighted_values_rows(const KvView& v, int h, int head_dim, int c0, int n_rows, const float* const* p,
                           const int64_t* n_ctx, float* const* out) {
   constexpr int kRows = NV >= 24 ? 1 : 24 / NV;
   int r = 0;
-  for (; r + kRows <= n_rows; r += kRows) weighted_values<L, NV, kRows>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+  for (; r + kRows <= n_rows; r += kRows) {
+    weighted_values<L, NV, kRows, kContiguous>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+  }
   if (kRows > 4 && n_rows - r >= 4) {
-    weighted_values<L, NV, (kRows > 4 ? 4 : 1)>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+    weighted_values<L, NV, (kRows > 4 ? 4 : 1), kContiguous>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
     r += 4;
   }
   if (kRows > 2 && n_rows - r >= 2) {
-    weighted_values<L, NV, (kRows > 2 ? 2 : 1)>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+    weighted_values<L, NV, (kRows > 2 ? 2 : 1), kContiguous>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
     r += 2;
   }
-  for (; r < n_rows; ++r) weighted_values<L, NV, 1>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
+  for (; r < n_rows; ++r) weighted_values<L, NV, 1, kContiguous>(v, h, head_dim, c0, p + r, n_ctx + r, out + r);
 }
 
 // Heads wider than 64 dims (NV > 4) go through V in column chunks of 4 vectors, so that each
 // V element loaded serves 6 rows instead of 24 / NV (1 row at head_dim 256).
-template <class L, int NV>
+template <class L, int NV, bool kContiguous>
 void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const float* const* p,
                          const int64_t* n_ctx, float* const* out) {
   if constexpr (NV <= 4) {
-    weighted_values_rows<L, NV>(v, h, head_dim, 0, n_rows, p, n_ctx, out);
+    weighted_values_rows<L, NV, kContiguous>(v, h, head_dim, 0, n_rows, p, n_ctx, out);
   } else {
-    for (int c0 = 0; 16 * c0 < head_dim; c0 += 4) weighted_values_rows<L, 4>(v, h, head_dim, c0, n_rows, p, n_ctx, out);
+    for (int c0 = 0; 16 * c0 < head_dim; c0 += 4) {
+      weighted_values_rows<L, 4, kContiguous>(v, h, head_dim, c0, n_rows, p, n_ctx, out);
+    }
+  }
+}
+
+// V as the engine keeps it (dim_stride 1) loads each row's dims directly; any other stride
+// gathers them (a separate instantiation, so the engine's inner loop carries no branch for it).
+template <class L, int NV>
+void weighted_values_all(const KvView& v, int h, int head_dim, int n_rows, const float* const* p,
+                         const int64_t* n_ctx, float* const* out) {
+  if (v.dim_stride == 1) {
+    weighted_values_all<L, NV, true>(v, h, head_dim, n_rows, p, n_ctx, out);
+  } else {
+    weighted_values_all<L, NV, false>(v, h, head_dim, n_rows, p, n_ctx, out);
   }
 }
 
@@ -383,12 +443,25 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
       continue;
     }
     if (keys_in_place && n_rows == 8) {
-      // The 16 keys are consecutive in one block (t0 % 16 == 0): read each dim directly.
-      const T* base = static_cast<const T*>(k.data) + int64_t(k.block_table[t0 / k.block_size]) * k.block_stride +
-                      t0 % k.block_size + int64_t(kv_head) * k.head_stride;
-      const __mmask16 m = tail_mask(cnt);
+      // Each group of 16 keys is consecutive in one block (t0 % 16 == 0): read each dim
+      // directly, two groups at a time while two remain (16 fma chains instead of 8).
+      auto group_base = [&](int64_t t) {
+        return static_cast<const T*>(k.data) + int64_t(k.block_table[t / k.block_size]) * k.block_stride +
+               t % k.block_size + int64_t(kv_head) * k.head_stride;
+      };
       const int64_t ds = k.dim_stride;
-      score_rows<8>(qr, [&](int d) { return L::load(base + d * ds, m); }, head_dim, scale, sr, t0);
+      const T* base0 = group_base(t0);
+      const __mmask16 m0 = tail_mask(cnt);
+      if (t0 + 16 < max_ctx) {
+        prefetch_next_block(t0 + 16);
+        const T* base1 = group_base(t0 + 16);
+        const __mmask16 m1 = tail_mask(max_ctx - t0 - 16);
+        auto keys2 = [&](int d, int b) { return b == 0 ? L::load(base0 + d * ds, m0) : L::load(base1 + d * ds, m1); };
+        score_rows2<8>(qr, keys2, head_dim, scale, sr, t0);
+        t0 += 16;  // and the loop's 16
+        continue;
+      }
+      score_rows<8>(qr, [&](int d) { return L::load(base0 + d * ds, m0); }, head_dim, scale, sr, t0);
       continue;
     }
     load_keys_transposed<L>(k, kv_head, head_dim, t0, cnt, kt[0]);

@@ -202,7 +202,8 @@ TEST(Rope, PublicEntryPointRotates) {
 
 // A paged K and V cache of n_ctx random tokens in scattered blocks, stored row-major
 // (token, head, dim) or, with `transposed`, as the engine keeps them inside each block:
-// K (head, dim, token), V (head, token, dim).
+// K (head, dim, token), V (head, token, dim); with `v_transposed` as well, V like K (dims
+// block_size apart: the kernels' strided-V path, which the engine does not use).
 struct PagedKv {
   DType type;
   int n_kv_heads, head_dim, block_size;
@@ -210,6 +211,7 @@ struct PagedKv {
   std::vector<int32_t> table;
   std::vector<uint8_t> k, v;
   std::vector<float> k_values, v_values;  // [token][head][dim] as stored (after fp16 rounding)
+  bool v_transposed = false;
 
   KvView view(const std::vector<uint8_t>& data) const {
     KvView kv;
@@ -218,7 +220,7 @@ struct PagedKv {
     kv.block_table = table.data();
     kv.block_size = block_size;
     kv.block_stride = int64_t(n_kv_heads) * head_dim * block_size;
-    if (transposed && &data == &v) {
+    if (transposed && &data == &v && !v_transposed) {
       kv.token_stride = head_dim;
       kv.head_stride = int64_t(head_dim) * block_size;
       kv.dim_stride = 1;
@@ -236,8 +238,8 @@ struct PagedKv {
 };
 
 PagedKv make_paged_kv(DType type, int n_kv_heads, int head_dim, int block_size, int64_t n_ctx, uint32_t seed,
-                      bool transposed = false) {
-  PagedKv kv{type, n_kv_heads, head_dim, block_size, transposed, {}, {}, {}, {}, {}};
+                      bool transposed = false, bool v_transposed = false) {
+  PagedKv kv{type, n_kv_heads, head_dim, block_size, transposed, {}, {}, {}, {}, {}, transposed && v_transposed};
   const int64_t n_blocks = (n_ctx + block_size - 1) / block_size;
   const int64_t pool_blocks = n_blocks + 3;
   kv.table.resize(size_t(n_blocks));
@@ -329,10 +331,11 @@ std::vector<int64_t> key_counts_for(KeyRanges ranges, int64_t n_ctx, int n_token
 TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
   const int n_kv_heads = 3, kv_head = 1;
   for (DType type : {DType::F16, DType::F32}) {
-    for (bool transposed : {false, true}) {
+    for (int layout = 0; layout < 3; ++layout) {  // row-major, the engine's, K and V both transposed
+      const bool transposed = layout >= 1, v_transposed = layout == 2;
       for (const AttentionCase& c : kAttentionCases) {
         const PagedKv kv = make_paged_kv(type, n_kv_heads, c.head_dim, c.block_size, c.n_ctx,
-                                         uint32_t(c.n_ctx * 3 + c.head_dim), transposed);
+                                         uint32_t(c.n_ctx * 3 + c.head_dim), transposed, v_transposed);
         const float scale = 1.0f / std::sqrt(float(c.head_dim));
         for (int n_tokens = 1; n_tokens <= kAttentionMaxTokens && n_tokens <= c.n_ctx; ++n_tokens) {
          for (KeyRanges ranges : {KeyRanges::Causal, KeyRanges::Whole, KeyRanges::Scattered}) {
@@ -355,7 +358,7 @@ TEST(Attention, MatchesDoubleReferenceOverPagedCache) {
                     reference_attention(kv, q.data() + at, c.head_dim, kv_head, counts[size_t(j)], scale);
                 for (int d = 0; d < c.head_dim; ++d) {
                   ASSERT_NEAR(out[at + d], expected[size_t(d)], 2e-5)
-                      << isa_name(isa) << " " << dtype_name(type) << (transposed ? " transposed" : "")
+                      << isa_name(isa) << " " << dtype_name(type) << (transposed ? " transposed" : "") << (v_transposed ? " v_transposed" : "")
                       << " n_ctx=" << c.n_ctx << " head_dim=" << c.head_dim << " tokens=" << n_tokens << " j=" << j
                       << " g=" << g << " d=" << d << " ranges=" << int(ranges);
                 }
