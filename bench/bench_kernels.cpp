@@ -215,7 +215,7 @@ void bench_attention_batch(benchmark::State& state, Isa isa, int64_t n_ctx, int 
   const std::vector<float> q = random_floats(q_dim * size_t(n_seqs), 4);
   std::vector<float> out(q.size());
   const int n_threads = bench_pool().size();
-  const size_t scratch_floats = attention_scratch_floats(1, kGroup, n_ctx) + 16;
+  const size_t scratch_floats = attention_scratch_floats(1, kGroup, n_ctx);
   std::vector<float> scratch(scratch_floats * size_t(n_threads));
   const int64_t key_count = n_ctx;
   int layer = 0;
