@@ -144,8 +144,11 @@ struct KvView {
 // q: token j's heads [n_group, head_dim] at q + j * q_stride floats; out likewise with
 // out_stride. scratch: attention_scratch_floats(n_tokens, n_group, max_j key_counts[j]).
 // The arithmetic of one (token, head) does not depend on n_tokens or n_group:
-// score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; softmax;
-// out = fma over t in increasing order of p_t * v_t, from 0. So a token's output is the same
+// score_t = (fma over d in increasing order of q[d] * k_t[d], from 0) * scale; then the
+// scalar reference takes p_t = softmax(score)_t and out = fma over t in increasing order of
+// p_t * v_t, from 0; the SIMD kernels take e_t = exp(score_t - max) and out = (fma over t in
+// increasing order of e_t * v_t, from 0) * (1 / sum_t e_t), one multiply per output instead
+// of one per key (within rounding of the reference). So a token's output is the same
 // whichever tokens are computed with it (batched or alone, prefill chunked or not).
 constexpr int kAttentionMaxTokens = 8;
 size_t attention_scratch_floats(int n_tokens, int n_group, int64_t n_ctx);

@@ -20,14 +20,16 @@ namespace spillway::kernels {
 // kLo is a constant of a type, not a function argument: the vector constants then fold before
 // GCC decides what to inline (as a function argument, ops_avx512.cpp's attention inlined
 // other helpers than with the polynomial written in place); not a float template argument:
-// clang 14 (the fuzz build) has none. Pure: no state, any thread.
-template <class Clamp, bool kScalef>
+// clang 14 (the fuzz build) has none.
+// kNonPositive: the caller guarantees x <= 0 or NaN (a score less its row's maximum); the
+// same value for every such x without the upper clamp and the NaN handling (vmaxps(lo, x)
+// returns x where x is NaN, and NaN stays NaN through the polynomial). Pure: no state, any
+// thread.
+template <class Clamp, bool kScalef, bool kNonPositive = false>
 static inline __m512 exp16_clamped(__m512 x) {
   const __m512 vlo = _mm512_set1_ps(Clamp::kLo), vhi = _mm512_set1_ps(88.72283f);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, vlo, _CMP_LT_OQ);
-  const __mmask16 too_large = _mm512_cmp_ps_mask(x, vhi, _CMP_GT_OQ);
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, vlo), vhi);
+  const __m512 xc = kNonPositive ? _mm512_max_ps(vlo, x) : _mm512_min_ps(_mm512_max_ps(x, vlo), vhi);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -51,6 +53,9 @@ static inline __m512 exp16_clamped(__m512 x) {
     result = _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
   }
   result = _mm512_mask_mov_ps(result, too_small, _mm512_setzero_ps());
+  if constexpr (kNonPositive) return result;
+  const __mmask16 too_large = _mm512_cmp_ps_mask(x, vhi, _CMP_GT_OQ);
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   result = _mm512_mask_mov_ps(result, too_large, _mm512_set1_ps(__builtin_inff()));
   return _mm512_mask_mov_ps(result, is_nan, x);
 }

@@ -102,6 +102,51 @@ void softmax_avx2(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }
 
+// e^x for x <= 0 or NaN (a score less its row's maximum): exp_ps's value for every such x.
+inline __m256 exp_nonpositive(__m256 x) { return exp8_clamped<RowExpClamp, true>(x); }
+
+// The attention's softmax without its normalisation: x[t] = e^(x[t] - max) in place, returns
+// 1 / sum_t x[t] (the caller scales the row's p . V by it: one multiply per output instead of
+// one per key). The sum: float partial sums over runs of 256 keys, added in double.
+float exp_row_inverse_sum(float* x, int64_t n) {
+  __m256 vmax0 = _mm256_set1_ps(-INFINITY), vmax1 = vmax0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
+    vmax1 = _mm256_max_ps(vmax1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
+  float max = hmax(_mm256_max_ps(vmax0, vmax1));
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 m = _mm256_set1_ps(max);
+  __m256d total = _mm256_setzero_pd();
+  i = 0;
+  while (i + 16 <= n) {
+    __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
+    const int64_t run_end = n - i >= 256 ? i + 256 : i + (n - i) / 16 * 16;
+    for (; i < run_end; i += 16) {
+      const __m256 e0 = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+      const __m256 e1 = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m));
+      _mm256_storeu_ps(x + i, e0);
+      _mm256_storeu_ps(x + i + 8, e1);
+      sum0 = _mm256_add_ps(sum0, e0);
+      sum1 = _mm256_add_ps(sum1, e1);
+    }
+    total = add_widened(total, _mm256_add_ps(sum0, sum1));
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    total = add_widened(total, e);
+  }
+  if (i < n) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(load_partial(x + i, n - i, -INFINITY), m));
+    store_partial(x + i, e, n - i);
+    total = add_widened(total, e);  // padding lanes are exp(-inf) = 0
+  }
+  return static_cast<float>(1.0 / hsum_pd(total));
+}
+
 inline __m256 silu_mul8(__m256 g, __m256 u) {
   const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
@@ -400,25 +445,33 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     for (; r < n_rows; ++r) score_rows<1>(qr + r, kt, head_dim, scale, sr + r, t0);
   }
   int64_t n_ctx[kMaxRows];
+  float inverse_sum[kMaxRows];
   for (int r = 0; r < n_rows; ++r) {
     n_ctx[r] = key_counts[r / n_group];
-    softmax_avx2(sr[r], n_ctx[r]);
+    inverse_sum[r] = exp_row_inverse_sum(sr[r], n_ctx[r]);
   }
   const int full = head_dim / 8 * 8;
   weighted_values<L>(v, kv_head, head_dim, full, n_rows, sr, n_ctx, outr);
   // The dims past the last multiple of 8, one at a time.
-  if (full == head_dim) return;
-  const T* vdata = static_cast<const T*>(v.data);
-  for (int r = 0; r < n_rows; ++r) {
-    for (int d = full; d < head_dim; ++d) outr[r][d] = 0.0f;
-  }
-  for (int64_t t = 0; t < max_ctx; ++t) {
-    const T* row = vdata + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
-                   (t % v.block_size) * v.token_stride + int64_t(kv_head) * v.head_stride;
+  if (full < head_dim) {
+    const T* vdata = static_cast<const T*>(v.data);
     for (int r = 0; r < n_rows; ++r) {
-      if (t >= n_ctx[r]) continue;
-      for (int d = full; d < head_dim; ++d) outr[r][d] = std::fma(sr[r][t], L::one(row + d * v.dim_stride), outr[r][d]);
+      for (int d = full; d < head_dim; ++d) outr[r][d] = 0.0f;
     }
+    for (int64_t t = 0; t < max_ctx; ++t) {
+      const T* row = vdata + int64_t(v.block_table[t / v.block_size]) * v.block_stride +
+                     (t % v.block_size) * v.token_stride + int64_t(kv_head) * v.head_stride;
+      for (int r = 0; r < n_rows; ++r) {
+        if (t >= n_ctx[r]) continue;
+        for (int d = full; d < head_dim; ++d) outr[r][d] = std::fma(sr[r][t], L::one(row + d * v.dim_stride), outr[r][d]);
+      }
+    }
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    const __m256 inv = _mm256_set1_ps(inverse_sum[r]);
+    int d = 0;
+    for (; d + 8 <= head_dim; d += 8) _mm256_storeu_ps(outr[r] + d, _mm256_mul_ps(_mm256_loadu_ps(outr[r] + d), inv));
+    for (; d < head_dim; ++d) outr[r][d] *= inverse_sum[r];
   }
 }
 

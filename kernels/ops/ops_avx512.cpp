@@ -202,6 +202,46 @@ void load_keys_transposed(const KvView& k, int h, int head_dim, int64_t t0, int 
   }
 }
 
+// e^x for x <= 0 or NaN (a score less its row's maximum): exp_ps's value for every such x.
+inline __m512 exp_nonpositive(__m512 x) { return exp16_clamped<RowExpClamp, true, true>(x); }
+
+// The attention's softmax without its normalisation: x[t] = e^(x[t] - max) in place, returns
+// 1 / sum_t x[t] (the caller scales the row's p . V by it: one multiply per output instead of
+// one per key). The sum: float partial sums over runs of 256 keys, added in double.
+float exp_row_inverse_sum(float* x, int64_t n) {
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmax0 = minus_inf, vmax1 = minus_inf;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    vmax0 = _mm512_max_ps(vmax0, _mm512_loadu_ps(x + i));
+    vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(x + i + 16));
+  }
+  for (; i < n; i += 16) vmax0 = _mm512_max_ps(vmax0, _mm512_mask_loadu_ps(minus_inf, tail_mask(n - i), x + i));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  __m512d total = _mm512_setzero_pd();
+  i = 0;
+  while (i + 32 <= n) {
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    const int64_t run_end = n - i >= 256 ? i + 256 : i + (n - i) / 32 * 32;
+    for (; i < run_end; i += 32) {
+      const __m512 e0 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+      const __m512 e1 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
+      _mm512_storeu_ps(x + i, e0);
+      _mm512_storeu_ps(x + i + 16, e1);
+      sum0 = _mm512_add_ps(sum0, e0);
+      sum1 = _mm512_add_ps(sum1, e1);
+    }
+    total = add_widened(total, _mm512_add_ps(sum0, sum1));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = tail_mask(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m)));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    total = add_widened(total, e);
+  }
+  return static_cast<float>(1.0 / _mm512_reduce_add_pd(total));
+}
+
 // scores[r][t0 + i] = scale * (q_r . K[t0 + i]) for NR rows and 16 keys; keys(d): dim d of
 // the 16 keys as one vector.
 template <int NR, class Keys>
@@ -470,14 +510,22 @@ void attention_typed(const float* q, size_t q_stride, int n_tokens, int n_group,
     for (; r + 8 <= n_rows; r += 8) score_rows<8>(qr + r, keys, head_dim, scale, sr + r, t0);
     score_tail(r, kt[0], t0);
   }
-  for (int r = 0; r < n_rows; ++r) softmax_avx512(sr[r], n_ctx[r]);
+  float inverse_sum[kMaxRows];
+  for (int r = 0; r < n_rows; ++r) inverse_sum[r] = exp_row_inverse_sum(sr[r], n_ctx[r]);
   const float* const* pr = sr;
   switch ((head_dim + 15) / 16) {
-    case 1: return weighted_values_all<L, 1>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 2: return weighted_values_all<L, 2>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 3: return weighted_values_all<L, 3>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    case 4: return weighted_values_all<L, 4>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);
-    default: return weighted_values_all<L, 5>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr);  // chunks of 4
+    case 1: weighted_values_all<L, 1>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr); break;
+    case 2: weighted_values_all<L, 2>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr); break;
+    case 3: weighted_values_all<L, 3>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr); break;
+    case 4: weighted_values_all<L, 4>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr); break;
+    default: weighted_values_all<L, 5>(v, kv_head, head_dim, n_rows, pr, n_ctx, outr); break;  // chunks of 4
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    const __m512 inv = _mm512_set1_ps(inverse_sum[r]);
+    for (int d = 0; d < head_dim; d += 16) {
+      const __mmask16 m = tail_mask(head_dim - d);
+      _mm512_mask_storeu_ps(outr[r] + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, outr[r] + d), inv));
+    }
   }
 }
 
