@@ -14,6 +14,8 @@
 // Attention: F16 paged KV cache as the engine lays it out, head_dim 64 x 8 query heads per kv
 // head (TinyLlama GQA) or 256 x 4 (Qwen3.5), 1 query token (decode) or 8 (a prefill chunk), the
 // KV in cache; attention_batch: one layer of a 16-sequence decode step, its KV from DRAM.
+// quantize/q8_K: one activation row of 5,632 values into Q8_K blocks (a K-quant matmul's
+// prologue), in cache.
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
@@ -244,6 +246,19 @@ void bench_attention_batch(benchmark::State& state, Isa isa, int64_t n_ctx, int 
                                                     benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One activation row of a matmul quantized as the matmul's prologue does (in cache): Q8_K
+// blocks for the K-quant weights (5,632 values: the FFN's down projection of TinyLlama).
+void bench_quantize_q8_k(benchmark::State& state, Isa isa, int64_t n) {
+  const KernelTable& kt = kernels_for(isa);
+  const std::vector<float> x = random_floats(size_t(n), 7);
+  std::vector<uint8_t> blocks(q8_k_row_stride(n));
+  for (auto _ : state) {
+    kt.quantize_q8_K(x.data(), blocks.data(), n);
+    benchmark::DoNotOptimize(blocks.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One decode token through the gated delta net of a Qwen3.5-0.8B-shaped model: 18 layers x 16
 // value heads of 128 x 128 f32 states (19 MiB, more than the caches hold), double-buffered as
 // the engine keeps them, the heads split over the pool. state_bytes/s counts one read and one
@@ -410,6 +425,10 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
+  }
+  for (Isa isa : supported_isas()) {
+    const std::string name = "quantize/q8_K/" + std::string(isa_name(isa)) + "/n:5632";
+    benchmark::RegisterBenchmark(name.c_str(), bench_quantize_q8_k, isa, 5632)->Unit(benchmark::kMicrosecond);
   }
   for (Isa isa : supported_isas()) {
     const std::string name = "gdn_decode/" + std::string(isa_name(isa)) + "/0.8b";

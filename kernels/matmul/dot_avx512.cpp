@@ -793,6 +793,67 @@ struct Q6KDot {
   }
 };
 
+// ---- activations -> Q8_K -------------------------------------------------------------------
+
+// The 16 lane sums of q[0..15], lane g = the sum of q[g]'s 16 lanes (exact int32): pairs of
+// inputs interleaved and added within 128-bit quarters, then the quarters added.
+inline __m512i lane_sums16(const __m512i (&q)[16]) {
+  __m512i c[8], d[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(q[2 * i], q[2 * i + 1]), _mm512_unpackhi_epi32(q[2 * i], q[2 * i + 1]));
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {  // quarter Q of d[j]: its quarter-Q sums of q[4j .. 4j + 3]
+    d[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * j], c[2 * j + 1]), _mm512_unpackhi_epi64(c[2 * j], c[2 * j + 1]));
+  }
+  constexpr int kEven = _MM_SHUFFLE(2, 0, 2, 0), kOdd = _MM_SHUFFLE(3, 1, 3, 1);
+  const __m512i f0 = _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], kEven), _mm512_shuffle_i32x4(d[0], d[1], kOdd));
+  const __m512i f1 = _mm512_add_epi32(_mm512_shuffle_i32x4(d[2], d[3], kEven), _mm512_shuffle_i32x4(d[2], d[3], kOdd));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(f0, f1, kEven), _mm512_shuffle_i32x4(f0, f1, kOdd));
+}
+
+// QuantizeActivationsFn (Q8_K): the scalar quantizer's bits (kernels_scalar.cpp): the first
+// value of largest magnitude sets the scale's sign, q = min(127, round-half-even(iscale * x))
+// (vcvtps2dq under the default rounding), bsums exact. One 256-value block in 16 registers.
+void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    __m512 v[16];
+    __m512 m = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) {
+      v[k] = _mm512_loadu_ps(x + 16 * k);
+      m = _mm512_max_ps(m, _mm512_abs_ps(v[k]));
+    }
+    const float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+      std::memset(&y[b], 0, sizeof y[b]);
+      continue;
+    }
+    int first = 0;
+    const __m512 va = _mm512_set1_ps(amax);
+    for (int k = 0; k < 16; ++k) {
+      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v[k]), va, _CMP_EQ_OQ);
+      if (at != 0) {
+        first = 16 * k + __builtin_ctz(at);
+        break;
+      }
+    }
+    const float iscale = -127.0f / x[first];
+    const __m512 s = _mm512_set1_ps(iscale);
+    const __m512i limit = _mm512_set1_epi32(127);
+    __m512i q[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) {
+      q[k] = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v[k], s)), limit);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * k), _mm512_cvtepi32_epi8(q[k]));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].bsums), _mm512_cvtepi32_epi16(lane_sums16(q)));
+    y[b].d = 1.0f / iscale;
+  }
+}
+
 }  // namespace
 
 void add_avx512_dot_kernels(KernelTable& t) {
@@ -806,6 +867,7 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.float_tile_pair[1] = float_tile_pair<LoadF16>;
   t.float_tile_pair[2] = float_tile_pair<LoadBF16>;
   // Q8_0 / Q4_0 tiles: q8_tiles_avx512.cpp.
+  t.quantize_q8_K = quantize_act_q8_k;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
   t.kquant_tile_dot[0] = kquant_tile_dot<0, 1>;
