@@ -14,8 +14,9 @@
 // Attention: F16 paged KV cache as the engine lays it out, head_dim 64 x 8 query heads per kv
 // head (TinyLlama GQA) or 256 x 4 (Qwen3.5), 1 query token (decode) or 8 (a prefill chunk), the
 // KV in cache; attention_batch: one layer of a 16-sequence decode step, its KV from DRAM.
-// quantize/q8_K: one activation row of 5,632 values into Q8_K blocks (a K-quant matmul's
-// prologue), in cache.
+// quantize/q8_K, quantize/q8: one activation row into Q8_K blocks (5,632 values, a K-quant
+// matmul's prologue) or into its place in a group of Q8 blocks (2,048 values, Q8_0 / Q4_0),
+// in cache.
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
@@ -259,6 +260,19 @@ void bench_quantize_q8_k(benchmark::State& state, Isa isa, int64_t n) {
   state.counters["values/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The same for Q8_0 / Q4_0 weights: one row into its place in an interleaved group of Q8
+// blocks (2,048 values: a decode token's input to the attention and gate/up projections).
+void bench_quantize_q8(benchmark::State& state, Isa isa, int64_t n) {
+  const KernelTable& kt = kernels_for(isa);
+  const std::vector<float> x = random_floats(size_t(n), 7);
+  std::vector<uint8_t> group(q8_group_bytes(n));
+  for (auto _ : state) {
+    kt.quantize_q8(x.data(), n, 128, group.data(), 3);
+    benchmark::DoNotOptimize(group.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One decode token through the gated delta net of a Qwen3.5-0.8B-shaped model: 18 layers x 16
 // value heads of 128 x 128 f32 states (19 MiB, more than the caches hold), double-buffered as
 // the engine keeps them, the heads split over the pool. state_bytes/s counts one read and one
@@ -429,6 +443,8 @@ void register_all() {
   for (Isa isa : supported_isas()) {
     const std::string name = "quantize/q8_K/" + std::string(isa_name(isa)) + "/n:5632";
     benchmark::RegisterBenchmark(name.c_str(), bench_quantize_q8_k, isa, 5632)->Unit(benchmark::kMicrosecond);
+    const std::string groups = "quantize/q8/" + std::string(isa_name(isa)) + "/n:2048";
+    benchmark::RegisterBenchmark(groups.c_str(), bench_quantize_q8, isa, 2048)->Unit(benchmark::kMicrosecond);
   }
   for (Isa isa : supported_isas()) {
     const std::string name = "gdn_decode/" + std::string(isa_name(isa)) + "/0.8b";
