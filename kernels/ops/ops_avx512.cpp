@@ -233,9 +233,9 @@ float exp_row_inverse_sum(float* x, int64_t n) {
     }
     total = add_widened(total, _mm512_add_ps(sum0, sum1));
   }
-  for (; i < n; i += 16) {
+  for (; i < n; i += 16) {  // the lanes past n read -inf: their exp is 0
     const __mmask16 k = tail_mask(n - i);
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m)));
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(minus_inf, k, x + i), m));
     _mm512_mask_storeu_ps(x + i, k, e);
     total = add_widened(total, e);
   }
