@@ -793,24 +793,95 @@ struct Q6KDot {
   }
 };
 
-// ---- activations -> Q8_K -------------------------------------------------------------------
+// ---- activation quantizers (bit-identical to the scalar ones) -------------------------------
 
-// The 16 lane sums of q[0..15], lane g = the sum of q[g]'s 16 lanes (exact int32): pairs of
-// inputs interleaved and added within 128-bit quarters, then the quarters added.
-inline __m512i lane_sums16(const __m512i (&q)[16]) {
+// Lane g of the result = op over the 16 lanes of q[g] (op: an exact, order-free int32
+// operation, _mm512_add_epi32 or _mm512_max_epi32): pairs of inputs interleaved and combined
+// within 128-bit quarters, then the quarters combined.
+template <class Op>
+inline __m512i lane_reduce16(const __m512i (&q)[16], Op op) {
   __m512i c[8], d[4];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(q[2 * i], q[2 * i + 1]), _mm512_unpackhi_epi32(q[2 * i], q[2 * i + 1]));
-  }
+  for (int i = 0; i < 8; ++i) c[i] = op(_mm512_unpacklo_epi32(q[2 * i], q[2 * i + 1]), _mm512_unpackhi_epi32(q[2 * i], q[2 * i + 1]));
 #pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {  // quarter Q of d[j]: its quarter-Q sums of q[4j .. 4j + 3]
-    d[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * j], c[2 * j + 1]), _mm512_unpackhi_epi64(c[2 * j], c[2 * j + 1]));
+  for (int j = 0; j < 4; ++j) {  // quarter Q of d[j]: q[4j .. 4j + 3] reduced over their quarter Q
+    d[j] = op(_mm512_unpacklo_epi64(c[2 * j], c[2 * j + 1]), _mm512_unpackhi_epi64(c[2 * j], c[2 * j + 1]));
   }
   constexpr int kEven = _MM_SHUFFLE(2, 0, 2, 0), kOdd = _MM_SHUFFLE(3, 1, 3, 1);
-  const __m512i f0 = _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], kEven), _mm512_shuffle_i32x4(d[0], d[1], kOdd));
-  const __m512i f1 = _mm512_add_epi32(_mm512_shuffle_i32x4(d[2], d[3], kEven), _mm512_shuffle_i32x4(d[2], d[3], kOdd));
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(f0, f1, kEven), _mm512_shuffle_i32x4(f0, f1, kOdd));
+  const __m512i f0 = op(_mm512_shuffle_i32x4(d[0], d[1], kEven), _mm512_shuffle_i32x4(d[0], d[1], kOdd));
+  const __m512i f1 = op(_mm512_shuffle_i32x4(d[2], d[3], kEven), _mm512_shuffle_i32x4(d[2], d[3], kOdd));
+  return op(_mm512_shuffle_i32x4(f0, f1, kEven), _mm512_shuffle_i32x4(f0, f1, kOdd));
+}
+inline __m512i lane_sums16(const __m512i (&q)[16]) {
+  return lane_reduce16(q, [](__m512i a, __m512i b) { return _mm512_add_epi32(a, b); });
+}
+
+// QuantizeQ8Fn: the scalar quantizer's bits (kernels_scalar.cpp), 16 blocks of 32 values at a
+// time with the blocks in the lanes for the scale and the sum: amax by a max over the
+// magnitudes' bit patterns (ordered as the floats for |x|), d = fp16(amax / 127) widened
+// (vcvtps2ph rounds to nearest even as fp32_to_fp16), q = round-half-even(x * 127 / amax),
+// corr = -offset * sum q; each block's 32 codes go to their 8 interleaved dwords. The blocks
+// after the last 16 one at a time, the same arithmetic. (Rows holding NaN are left out of the
+// bit-for-bit promise here, as on AVX2: their amax depends on the reduction.)
+void quantize_q8(const float* x, int64_t n, int32_t offset, void* group, int row) {
+  const Q8Group g = q8_group(group, n);
+  auto* q4 = const_cast<int32_t*>(g.q4);
+  auto* d = const_cast<float*>(g.d);
+  auto* corr = const_cast<int32_t*>(g.corr);
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  auto store_codes = [&](int64_t b, __m512i q0, __m512i q1) {
+    alignas(32) int32_t words[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(words), _mm512_cvtepi32_epi8(q0));
+    _mm_store_si128(reinterpret_cast<__m128i*>(words + 4), _mm512_cvtepi32_epi8(q1));
+    int32_t* out = q4 + b * 8 * kTileActs + row;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) out[k * kTileActs] = words[k];
+  };
+  const int64_t nb = n / kQK8_0;
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const float* xb = x + b * kQK8_0;
+    __m512i bits[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) {
+      bits[k] = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xb + 32 * k)), magnitude),
+                                 _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(xb + 32 * k + 16)), magnitude));
+    }
+    const __m512 amax =
+        _mm512_castsi512_ps(lane_reduce16(bits, [](__m512i a, __m512i c) { return _mm512_max_epi32(a, c); }));
+    const __m512 scale = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(amax, _mm512_set1_ps(127.0f)),
+                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    alignas(64) float scales[16];
+    _mm512_store_ps(scales, scale);
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) d[(b + k) * kTileActs + row] = scales[k];
+    alignas(64) float id[16];
+    _mm512_store_ps(id, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ),
+                                            _mm512_set1_ps(127.0f), amax));
+    __m512i sums[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) {
+      const __m512 idk = _mm512_set1_ps(id[k]);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k), idk));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k + 16), idk));
+      store_codes(b + k, q0, q1);
+      sums[k] = _mm512_add_epi32(q0, q1);
+    }
+    alignas(64) int32_t corrections[16];
+    _mm512_store_si512(corrections, _mm512_mullo_epi32(lane_sums16(sums), _mm512_set1_epi32(-offset)));
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) corr[(b + k) * kTileActs + row] = corrections[k];
+  }
+  for (; b < nb; ++b) {
+    const float* xb = x + b * kQK8_0;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    d[b * kTileActs + row] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+    store_codes(b, q0, q1);
+    corr[b * kTileActs + row] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  }
 }
 
 // QuantizeActivationsFn (Q8_K): the scalar quantizer's bits (kernels_scalar.cpp): the first
@@ -867,6 +938,7 @@ void add_avx512_dot_kernels(KernelTable& t) {
   t.float_tile_pair[1] = float_tile_pair<LoadF16>;
   t.float_tile_pair[2] = float_tile_pair<LoadBF16>;
   // Q8_0 / Q4_0 tiles: q8_tiles_avx512.cpp.
+  t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
   t.kquant_dot[0] = Q4KDot::run;
   t.kquant_dot[1] = Q6KDot::run;
