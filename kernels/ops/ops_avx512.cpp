@@ -54,9 +54,8 @@ void rms_norm_avx512(const float* x, const float* weight, float* y, int64_t n, f
   }
 }
 
-// Two independent max and sum chains over alternate vectors: one chain is latency-bound
-// (a max, or two double adds, per 16 floats).
-void softmax_avx512(float* x, int64_t n) {
+// The maximum of x[0, n) in every lane, two independent chains over alternate vectors.
+inline __m512 row_max(const float* x, int64_t n) {
   const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
   __m512 vmax0 = minus_inf, vmax1 = minus_inf;
   int64_t i = 0;
@@ -65,9 +64,16 @@ void softmax_avx512(float* x, int64_t n) {
     vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(x + i + 16));
   }
   for (; i < n; i += 16) vmax0 = _mm512_max_ps(vmax0, _mm512_mask_loadu_ps(minus_inf, tail_mask(n - i), x + i));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  return _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+}
+
+// Two independent max and sum chains over alternate vectors: one chain is latency-bound
+// (a max, or two double adds, per 16 floats).
+void softmax_avx512(float* x, int64_t n) {
+  const __m512 m = row_max(x, n);
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-  for (i = 0; i + 32 <= n; i += 32) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
     const __m512 e0 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
     const __m512 e1 = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
     _mm512_storeu_ps(x + i, e0);
@@ -210,16 +216,9 @@ inline __m512 exp_nonpositive(__m512 x) { return exp16_clamped<RowExpClamp, true
 // one per key). The sum: float partial sums over runs of 256 keys, added in double.
 float exp_row_inverse_sum(float* x, int64_t n) {
   const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
-  __m512 vmax0 = minus_inf, vmax1 = minus_inf;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    vmax0 = _mm512_max_ps(vmax0, _mm512_loadu_ps(x + i));
-    vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(x + i + 16));
-  }
-  for (; i < n; i += 16) vmax0 = _mm512_max_ps(vmax0, _mm512_mask_loadu_ps(minus_inf, tail_mask(n - i), x + i));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  const __m512 m = row_max(x, n);
   __m512d total = _mm512_setzero_pd();
-  i = 0;
+  int64_t i = 0;
   while (i + 32 <= n) {
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     const int64_t run_end = n - i >= 256 ? i + 256 : i + (n - i) / 32 * 32;
