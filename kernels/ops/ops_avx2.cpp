@@ -77,15 +77,25 @@ inline void store_partial(float* p, __m256 v, int64_t n) {
   for (int j = 0; j < n; ++j) p[j] = tmp[j];
 }
 
-void softmax_avx2(float* x, int64_t n) {
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
+// The maximum of x[0..n), broadcast: two chains over alternate vectors (one is bound by the
+// max's latency), the last n % 8 values scalar.
+inline __m256 row_max(const float* x, int64_t n) {
+  __m256 vmax0 = _mm256_set1_ps(-INFINITY), vmax1 = vmax0;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-  float max = hmax(vmax);
+  for (; i + 16 <= n; i += 16) {
+    vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
+    vmax1 = _mm256_max_ps(vmax1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
+  float max = hmax(_mm256_max_ps(vmax0, vmax1));
   for (; i < n; ++i) max = x[i] > max ? x[i] : max;
-  const __m256 m = _mm256_set1_ps(max);
+  return _mm256_set1_ps(max);
+}
+
+void softmax_avx2(float* x, int64_t n) {
+  const __m256 m = row_max(x, n);
   __m256d acc = _mm256_setzero_pd();
-  i = 0;
+  int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
     _mm256_storeu_ps(x + i, e);
@@ -109,18 +119,9 @@ inline __m256 exp_nonpositive(__m256 x) { return exp8_clamped<RowExpClamp, true>
 // 1 / sum_t x[t] (the caller scales the row's p . V by it: one multiply per output instead of
 // one per key). The sum: float partial sums over runs of 256 keys, added in double.
 float exp_row_inverse_sum(float* x, int64_t n) {
-  __m256 vmax0 = _mm256_set1_ps(-INFINITY), vmax1 = vmax0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
-    vmax1 = _mm256_max_ps(vmax1, _mm256_loadu_ps(x + i + 8));
-  }
-  for (; i + 8 <= n; i += 8) vmax0 = _mm256_max_ps(vmax0, _mm256_loadu_ps(x + i));
-  float max = hmax(_mm256_max_ps(vmax0, vmax1));
-  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
-  const __m256 m = _mm256_set1_ps(max);
+  const __m256 m = row_max(x, n);
   __m256d total = _mm256_setzero_pd();
-  i = 0;
+  int64_t i = 0;
   while (i + 16 <= n) {
     __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
     const int64_t run_end = n - i >= 256 ? i + 256 : i + (n - i) / 16 * 16;
