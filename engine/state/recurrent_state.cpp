@@ -1,12 +1,10 @@
 #include "engine/state/recurrent_state.h"
 
-#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 namespace spillway::engine {
 
@@ -26,8 +24,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-void RecurrentState::Free::operator()(void* p) const { std::free(p); }
-
 int64_t RecurrentState::state_bytes(const ModelConfig& config) {
   int64_t floats = 0;
   for (const LayerSpec& s : config.layers) {
@@ -44,16 +40,12 @@ RecurrentState::RecurrentState(const ModelConfig& config, int32_t n_slots) : n_s
     state_floats_ += layer_conv_floats(s) + layer_ssm_floats(s);
   }
   const size_t total = static_cast<size_t>(state_floats_) * 2 * static_cast<size_t>(n_slots);
-  // calloc (not an aligned allocator, which does not promise zeroed, untouched pages), 64
-  // bytes more, and the buffers start at the first 64-byte boundary: glibc's large blocks sit
-  // 16 bytes into a page, which split every vector load and store of the recurrence across
-  // two cache lines (a 64-token prefill recurrence of one 128 x 128 head took ~33 us longer,
-  // of ~100 us, on the Qwen3.5-0.8B shape).
-  constexpr size_t kAlignBytes = kAlignFloats * sizeof(float);
-  allocation_.reset(std::calloc(std::max<size_t>(total, 1) * sizeof(float) + kAlignBytes, 1));
-  if (!allocation_) throw std::bad_alloc();
-  const auto base = reinterpret_cast<uintptr_t>(allocation_.get());
-  data_ = reinterpret_cast<float*>((base + kAlignBytes - 1) / kAlignBytes * kAlignBytes);
+  // Zero pages from the kernel, page-aligned (so 64-byte aligned: glibc's large blocks sat 16
+  // bytes into a page, which split every vector load and store of the recurrence across two
+  // cache lines; a 64-token prefill recurrence of one 128 x 128 head took ~33 us longer, of
+  // ~100 us, on the Qwen3.5-0.8B shape).
+  allocation_ = ZeroedPages(total * sizeof(float));
+  data_ = static_cast<float*>(allocation_.data());
   current_.assign(n_slots, 0);
   can_rollback_.assign(n_slots, 0);
 }
@@ -96,7 +88,9 @@ void RecurrentState::copy(int32_t src, int32_t dst) {
 RecurrentState::Snapshot RecurrentState::snapshot(int32_t slot) const {
   assert(slot >= 0 && slot < n_slots_);
   const float* b = buffer(slot, current_[slot]);
-  return Snapshot{std::vector<float>(b, b + state_floats_)};
+  Snapshot out;
+  out.values.assign(b, b + state_floats_);
+  return out;
 }
 
 void RecurrentState::snapshot_into(int32_t slot, Snapshot& out) const {

@@ -11,17 +11,20 @@
 // begin_step (MoBiLE's fallback and speculative decoding drop the last token this way).
 //
 // Thread contract: the engine thread owns it (the forward writes the output buffers of the
-// slots of its batch; no two sequences of a batch share a slot). Allocation is lazy (calloc):
-// an unused slot costs address space only, and the first step to write a buffer pays its page
-// faults (on the development VM ~0.2 ms per 64 KiB head state, more than the recurrence
-// itself; prefault() moves them out of a measurement). Buffers and layers start on 64-byte
-// boundaries, so the kernels' vector loads and stores of a head's rows never split a line.
+// slots of its batch; no two sequences of a batch share a slot). Allocation is lazy (an
+// anonymous mapping, common/huge_pages.h): an unused slot costs address space only, and the
+// first step to write a buffer pays its page faults, once per 2 MiB where the kernel grants
+// transparent huge pages (on 4 KiB pages the development VM took ~0.2 ms per 64 KiB head
+// state, ~115 ms for a Qwen3.5-0.8B slot; prefault() moves them out of a measurement).
+// Buffers and layers start on 64-byte boundaries, so the kernels' vector loads and stores of a
+// head's rows never split a line.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "engine/model/model_config.h"
 
 namespace spillway::engine {
@@ -30,7 +33,7 @@ class RecurrentState {
  public:
   // A copy of one slot's current state (what the prefix cache stores).
   struct Snapshot {
-    std::vector<float> values;
+    std::vector<float, HugePageAllocator<float>> values;
     int64_t bytes() const { return static_cast<int64_t>(values.size() * sizeof(float)); }
   };
 
@@ -84,9 +87,6 @@ class RecurrentState {
     int64_t offset;       // floats from the start of a buffer
     int64_t conv_floats;  // (K - 1) * conv_dim, rounded up to 16 floats (the ssm state starts after it)
   };
-  struct Free {
-    void operator()(void* p) const;
-  };
   float* buffer(int32_t slot, int which) const {
     return data_ + (int64_t{slot} * 2 + which) * state_floats_;
   }
@@ -94,8 +94,8 @@ class RecurrentState {
   int32_t n_slots_ = 0;
   int64_t state_floats_ = 0;  // a multiple of 16 (64 bytes)
   std::vector<Layer> layers_;
-  std::unique_ptr<void, Free> allocation_;  // calloc'd: data_ plus up to 64 bytes before it
-  float* data_ = nullptr;                   // [n_slots][2][state_floats], 64-byte aligned
+  ZeroedPages allocation_;
+  float* data_ = nullptr;  // allocation_'s: [n_slots][2][state_floats]
   std::vector<uint8_t> current_;         // per slot: which buffer holds the current state
   std::vector<uint8_t> can_rollback_;    // per slot
   mutable CopyStats copy_stats_;         // snapshot_into() is const
