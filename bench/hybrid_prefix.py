@@ -26,9 +26,12 @@ import tempfile
 import time
 
 
-def start(spillway, model):
-    proc = subprocess.Popen([spillway, "serve", "--model", model, "--port", "0", "--log-format", "json",
-                             "--max-running", "4"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start(spillway, model, max_running=4):
+    """(server process, port) of `spillway serve` on a free port, once /health answers;
+    max_running None: the server's default."""
+    limit = ["--max-running", str(max_running)] if max_running is not None else []
+    proc = subprocess.Popen([spillway, "serve", "--model", model, "--port", "0", "--log-format", "json"] + limit,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         try:
             rec = json.loads(line)
