@@ -28,14 +28,18 @@ def minor_faults(pid):
         return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10: minflt
 
 
-def complete(port, model_id, prompt):
-    body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0})
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-    response = c.getresponse()
-    response.read()
-    if response.status != 200:
-        raise RuntimeError(f"HTTP {response.status}")
+def complete(port, model_id, prompt, errors):
+    """One 1-token completion; a failure is appended to `errors` (it runs on its own thread)."""
+    try:
+        body = json.dumps({"model": model_id, "prompt": prompt, "max_tokens": 1, "temperature": 0})
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        response = c.getresponse()
+        text = response.read()
+        if response.status != 200:
+            errors.append(f"HTTP {response.status}: {text[:200]!r}")
+    except OSError as e:
+        errors.append(str(e))
 
 
 def run_server(binary, model, waves, concurrency):
@@ -47,13 +51,17 @@ def run_server(binary, model, waves, concurrency):
         rows = []
         for w in range(waves):
             before = minor_faults(proc.pid)
+            errors = []
             t0 = time.perf_counter()
-            threads = [threading.Thread(target=complete, args=(port, model_id, f"wave {w} request {r} of {concurrency}"))
+            threads = [threading.Thread(target=complete,
+                                        args=(port, model_id, f"wave {w} request {r} of {concurrency}", errors))
                        for r in range(concurrency)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            if errors:
+                raise RuntimeError(f"wave {w + 1}: {len(errors)} requests failed, e.g. {errors[0]}")
             rows.append((time.perf_counter() - t0, minor_faults(proc.pid) - before))
         return rows
     finally:
