@@ -4,7 +4,7 @@
 //
 // Weights are streamed through once per token; with 4 KiB pages every 4 KiB of a
 // multi-gigabyte sweep costs a TLB miss (a two-level page walk inside a VM), which shows at
-// the DRAM bound. And every first write of a 4 KiB page is a page fault (3-11 us each on the
+// the DRAM bound. And every first write of a 4 KiB page is a page fault (3-15 us each on the
 // development VM's hypervisor). Debian's default THP mode is `madvise`, so buffers of 2 MiB
 // or more are aligned to 2 MiB and their whole huge pages advised MADV_HUGEPAGE. Where THP is
 // off (`never`) the advice is a no-op and the buffer is an ordinary one.
