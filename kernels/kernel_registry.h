@@ -8,10 +8,12 @@ namespace spillway::kernels {
 
 void add_avx2_dot_kernels(KernelTable& t);   // dot_avx2.cpp
 void add_avx2_kquant_tile_kernels(KernelTable& t);  // matmul/kquant_tiles_avx2.cpp
+void add_avx2_float_kernels(KernelTable& t);        // matmul/float_tiles_avx2.cpp
 void add_avx2_row_kernels(KernelTable& t);   // ops_avx2.cpp
 void add_avx2_kquant_unpacked_kernels(KernelTable& t);  // matmul/kquant_unpacked_avx2.cpp
 void add_avx512_dot_kernels(KernelTable& t); // dot_avx512.cpp
 void add_avx512_q8_tile_kernels(KernelTable& t);  // matmul/q8_tiles_avx512.cpp
+void add_avx512_float_kernels(KernelTable& t);    // matmul/float_tiles_avx512.cpp
 void add_avx512_row_kernels(KernelTable& t); // ops_avx512.cpp
 void add_avx512_kquant_unpacked_kernels(KernelTable& t);  // matmul/kquant_unpacked_avx512.cpp
 void add_avx2_gdn_kernels(KernelTable& t);   // gdn_avx2.cpp

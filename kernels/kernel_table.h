@@ -108,28 +108,31 @@ using TileDotPairFn = void (*)(const uint16_t* const wd[2], const uint8_t* const
 // the next pair. Null where an ISA has none (scalar, AVX2): the driver calls tile_dot per tile.
 
 // ---- float weights (F32 / F16 / BF16) ------------------------------------------------------
-// Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, the 16 values
-// k0..k0+15 of row r are at element (k0 * kFloatDotW + 16 r) of the group, so a group is read
-// as one sequential run. float_dot_tiled computes full groups in the same order as float_dot.
 // y[i * ys + j] = w_j . x_i for j < nw (1..kFloatDotW), i < nx (1..kFloatDotX); w_j at
-// w + j * w_stride bytes, x_i at x + i * x_stride floats. Every implementation computes each
-// output in this order: 16 lanes, lane l = fma-accumulated w[k] * x[k] over k = l (mod 16)
-// in increasing k (the row zero-padded to a multiple of 16), then
-// s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2],
-// y = s2[0] + s2[1]. Results are bit-identical across ISAs, tilings and m.
-constexpr int kFloatDotW = 4;
-constexpr int kFloatDotX = 6;
-using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride,
-                            int nx, int64_t cols, float* y, size_t ys);
+// w + j * w_stride bytes; value k of x_i at x[k * x_step + i] (x_step 1 for one activation
+// row; the matmul driver hands several rows over transposed, x_step kFloatDotX, so every
+// broadcast of a k comes from one line). Every implementation computes each output as one
+// fused chain in increasing k: acc = 0; acc = fma(w[k], x[k], acc) for k = 0 .. cols - 1
+// (w[k] widened to fp32 exactly). Results are bit-identical across ISAs, tilings and m. (The
+// SIMD kernels put weight rows in the lanes, so one widened weight vector feeds every
+// activation row; bench/README.md, "Float weights: rows in the lanes".)
+// Tiled layout (cols a multiple of 16): groups of kFloatDotW rows; in a group, value k of row
+// r is element (kFloatDotW * k + r), so a group is read as one sequential run and a vector
+// load at k holds 16 rows' values. Rows past the last full group stay row-major.
+constexpr int kFloatDotW = 16;
+constexpr int kFloatDotX = 16;
+using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* x, size_t x_step, int nx,
+                            int64_t cols, float* y, size_t ys);
 // One tiled group of kFloatDotW rows at w (cols a multiple of 16) against nx activation rows.
 // flags (hints, no result changes): kTilePrefetchNext prefetches the next group (right after
 // this one) meanwhile; kTileStream, the group streams from memory (prefetch ahead in it).
-using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y,
+using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_step, int nx, int64_t cols, float* y,
                                 size_t ys, int flags);
 // Two tiled groups (both streaming from memory) against one activation row: y[s][j] for group
-// w[s], as float_tile_dot(w[s], x, _, 1, cols, y[s], _, kTileStream) gives them, bit for bit,
-// the groups' values read alternately: two weight streams per thread, as TileDotPairFn. Null
-// where an ISA has none: the driver then calls float_tile_dot per group.
+// w[s], as float_tile_dot(w[s], x, 1, 1, cols, y[s], _, kTileStream) gives them, bit for bit,
+// the groups' values read alternately: two weight streams per thread (and two independent
+// fma chains), as TileDotPairFn. Null where an ISA has none: the driver then calls
+// float_tile_dot per group.
 using FloatTilePairFn = void (*)(const void* const w[2], const float* x, int64_t cols, float* const y[2]);
 
 // ---- the KQuant family x Q8_K activations -----------------------------------------------------

@@ -10,6 +10,7 @@ const KernelTable& avx2_kernel_table() {
     t.isa = Isa::Avx2;
     add_avx2_dot_kernels(t);
     add_avx2_kquant_tile_kernels(t);
+    add_avx2_float_kernels(t);
     add_avx2_kquant_unpacked_kernels(t);
     add_avx2_row_kernels(t);
     add_avx2_gdn_kernels(t);

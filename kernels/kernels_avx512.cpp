@@ -11,6 +11,7 @@ const KernelTable& avx512_kernel_table() {
     t.isa = Isa::Avx512;
     add_avx512_dot_kernels(t);
     add_avx512_q8_tile_kernels(t);
+    add_avx512_float_kernels(t);
     add_avx512_kquant_unpacked_kernels(t);
     add_avx512_row_kernels(t);
     add_avx512_gdn_kernels(t);

@@ -80,7 +80,7 @@ void for_each_row(const void* x, size_t x_stride, int nx, float* y, size_t y_str
   }
 }
 
-// ---- float weights: the 16-lane order of FloatDotFn ----------------------------------------
+// ---- float weights: the one-chain order of FloatDotFn ---------------------------------------
 
 struct WidenF32 {
   using T = float;
@@ -95,42 +95,33 @@ struct WidenBF16 {
   static float get(const uint16_t* p) { return bf16_to_fp32(*p); }
 };
 
-// w_at(k): weight k of the row, widened.
+// w_at(k): weight k of the row, widened; x[k * x_step]: activation k.
 template <class WeightAt>
-float dot_float_lanes(WeightAt w_at, const float* x, int64_t cols) {
-  float lane[16] = {};
-  const int64_t padded = (cols + 15) / 16 * 16;
-  for (int64_t k = 0; k < padded; ++k) {
-    const float wk = k < cols ? w_at(k) : 0.0f;
-    const float xk = k < cols ? x[k] : 0.0f;
-    lane[k % 16] = std::fma(wk, xk, lane[k % 16]);
-  }
-  float s8[8], s4[4], s2[2];
-  for (int l = 0; l < 8; ++l) s8[l] = lane[l] + lane[l + 8];
-  for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
-  for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
-  return s2[0] + s2[1];
+float dot_float_chain(WeightAt w_at, const float* x, size_t x_step, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t k = 0; k < cols; ++k) acc = std::fma(w_at(k), x[k * x_step], acc);
+  return acc;
 }
 
 template <class L>
-void float_dot(const void* w, size_t w_stride, int nw, const float* x, size_t x_stride, int nx,
-               int64_t cols, float* y, size_t ys) {
+void float_dot(const void* w, size_t w_stride, int nw, const float* x, size_t x_step, int nx, int64_t cols,
+               float* y, size_t ys) {
   for (int j = 0; j < nw; ++j) {
     const auto* wr = reinterpret_cast<const typename L::T*>(static_cast<const uint8_t*>(w) + j * w_stride);
     for (int i = 0; i < nx; ++i) {
-      y[i * ys + j] = dot_float_lanes([&](int64_t k) { return L::get(wr + k); }, x + i * x_stride, cols);
+      y[i * ys + j] = dot_float_chain([&](int64_t k) { return L::get(wr + k); }, x + i, x_step, cols);
     }
   }
 }
 
-// A tiled group of kFloatDotW rows: row j's values gathered, then float_dot's order.
+// A tiled group of kFloatDotW rows: value k of row j at element kFloatDotW * k + j.
 template <class L>
-void float_tile_dot(const void* w, const float* x, size_t x_stride, int nx, int64_t cols, float* y, size_t ys,
+void float_tile_dot(const void* w, const float* x, size_t x_step, int nx, int64_t cols, float* y, size_t ys,
                     int /*flags*/) {
   const auto* g = static_cast<const typename L::T*>(w);
   for (int j = 0; j < kFloatDotW; ++j) {
-    auto w_at = [&](int64_t k) { return L::get(g + (k / 16) * 16 * kFloatDotW + 16 * j + k % 16); };
-    for (int i = 0; i < nx; ++i) y[i * ys + j] = dot_float_lanes(w_at, x + i * x_stride, cols);
+    auto w_at = [&](int64_t k) { return L::get(g + kFloatDotW * k + j); };
+    for (int i = 0; i < nx; ++i) y[i * ys + j] = dot_float_chain(w_at, x + i, x_step, cols);
   }
 }
 

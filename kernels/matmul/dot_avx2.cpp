@@ -1,9 +1,9 @@
 // AVX2 + FMA + F16C: activation quantizers and weight-row dot kernels.
 //
-// Every kernel keeps the per-output order of its contract in kernel_table.h (float weights:
-// 16 fp32 lanes over k; Q8_0 / Q4_0 tiles: exact block sums, one fma per block; Q4_K / Q6_K:
-// exact 256-block sums scaled once), so all are bit-identical to the scalar reference. The
-// K-quant tile kernels are in kquant_tiles_avx2.cpp.
+// Every kernel keeps the per-output order of its contract in kernel_table.h (Q8_0 / Q4_0
+// tiles: exact block sums, one fma per block; Q4_K / Q6_K: exact 256-block sums scaled once),
+// so all are bit-identical to the scalar reference. The K-quant tile kernels are in
+// kquant_tiles_avx2.cpp, the float weights' in float_tiles_avx2.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -35,15 +35,6 @@ inline float hmax(__m256 v) {
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
-
-// FloatDotFn's reduction of its 16 lanes (lanes 0-7 in lo, 8-15 in hi): s8 = lo + hi, then
-// halves added down to one value (kernel_table.h).
-inline float reduce_16_lanes(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 // Four vectors of 8 int32 (each within int8 range) -> 32 int8 in element order.
 inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
@@ -101,194 +92,6 @@ void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + j), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
     }
     y[b].d = 1.0f / iscale;
-  }
-}
-
-// ---- float weights ------------------------------------------------------------------------
-
-struct LoadF32 {
-  using T = float;
-  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-  static float one(const float* p) { return *p; }
-};
-struct LoadF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static float one(const uint16_t* p) { return _cvtsh_ss(*p); }
-};
-struct LoadBF16 {
-  using T = uint16_t;
-  static __m256 load(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float one(const uint16_t* p) {
-    const uint32_t u = uint32_t{*p} << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  }
-};
-
-// One row-major weight row against NX activation rows, lanes 0-7 and 8-15 of FloatDotFn's 16
-// in two vectors.
-template <class L, int NX>
-void float_dot_row(const typename L::T* w, const float* x, size_t xs, int64_t cols, float* y, size_t ys) {
-  __m256 lo[NX], hi[NX];
-  #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) {
-    lo[i] = _mm256_setzero_ps();
-    hi[i] = _mm256_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
-    const __m256 w0 = L::load(w + k), w1 = L::load(w + k + 8);
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      lo[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * xs + k), lo[i]);
-      hi[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i * xs + k + 8), hi[i]);
-    }
-  }
-  if (k < cols) {  // zero-padded tail: copy the remaining values into a padded buffer
-    alignas(32) float wt[16] = {}, xt[16];
-    for (int64_t t = k; t < cols; ++t) wt[t - k] = L::one(w + t);
-    const __m256 w0 = _mm256_load_ps(wt), w1 = _mm256_load_ps(wt + 8);
-    #pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      for (int t = 0; t < 16; ++t) xt[t] = k + t < cols ? x[i * xs + k + t] : 0.0f;
-      lo[i] = _mm256_fmadd_ps(w0, _mm256_load_ps(xt), lo[i]);
-      hi[i] = _mm256_fmadd_ps(w1, _mm256_load_ps(xt + 8), hi[i]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) y[i * ys] = reduce_16_lanes(lo[i], hi[i]);
-}
-
-// Prefetch for a tiled float group streaming from memory, one k step's share (16 values of
-// each of the kFloatDotW rows) kFloatPrefetchBytes ahead. Without it the AVX2 F16 GEMV read
-// 17 GB/s with 2 threads where the Q8_0 / Q4_0 tiles read 23 (bench/README.md).
-constexpr size_t kFloatPrefetchBytes = 8192;
-template <class L>
-inline void float_group_prefetch(const typename L::T* g, int64_t k, bool stream) {
-  constexpr int kStepBytes = 16 * kFloatDotW * int(sizeof(typename L::T));
-  const char* p = reinterpret_cast<const char*>(g + kFloatDotW * k) + kFloatPrefetchBytes;
-  if (stream) {
-    #pragma GCC unroll 4
-    for (int l = 0; l < kStepBytes / 64; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
-  }
-}
-
-// One activation row against a whole tiled group in one pass, the group's lines read once and
-// in order. Each row accumulates in FloatDotFn's order, as float_dot_row does: the same bits.
-template <class L>
-void float_group_dot_x1(const typename L::T* g, const float* x, int64_t cols, float* y, bool stream) {
-  __m256 lo[kFloatDotW], hi[kFloatDotW];
-  #pragma GCC unroll 4
-  for (int r = 0; r < kFloatDotW; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < cols; k += 16) {
-    float_group_prefetch<L>(g, k, stream);
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    #pragma GCC unroll 4
-    for (int r = 0; r < kFloatDotW; ++r) {
-      lo[r] = _mm256_fmadd_ps(L::load(g + kFloatDotW * k + 16 * r), x0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(L::load(g + kFloatDotW * k + 16 * r + 8), x1, hi[r]);
-    }
-  }
-  #pragma GCC unroll 4
-  for (int r = 0; r < kFloatDotW; ++r) y[r] = reduce_16_lanes(lo[r], hi[r]);
-}
-
-// The kFloatDotW rows of a tiled group against NX (1-3) activation rows, lanes
-// [8 half, 8 half + 8) of each output's 16, over k in [k0, k1): acc[i * kFloatDotW + r]
-// carries output (r, i) in and out. Each weight vector is widened once for NX activation
-// rows and each activation vector loaded once for the four weight rows (12 accumulators at
-// NX = 3, the most the 16 registers hold). An output's two 8-lane chains (FloatDotFn's
-// order, kernel_table.h) never mix, so a pass per half keeps their order: the same bits.
-template <class L, int NX>
-inline void float_group_half_dot(const typename L::T* g, int half, const float* x, size_t xs, int64_t k0,
-                                 int64_t k1, __m256* acc) {
-  __m256 a[NX][kFloatDotW];
-  #pragma GCC unroll 3
-  for (int i = 0; i < NX; ++i) {
-    #pragma GCC unroll 4
-    for (int r = 0; r < kFloatDotW; ++r) a[i][r] = acc[i * kFloatDotW + r];
-  }
-  const typename L::T* w = g + 8 * half;
-  const float* xh = x + 8 * half;
-  for (int64_t k = k0; k < k1; k += 16) {
-    __m256 xv[NX];
-    #pragma GCC unroll 3
-    for (int i = 0; i < NX; ++i) xv[i] = _mm256_loadu_ps(xh + i * xs + k);
-    #pragma GCC unroll 4
-    for (int r = 0; r < kFloatDotW; ++r) {
-      const __m256 wv = L::load(w + kFloatDotW * k + 16 * r);
-      #pragma GCC unroll 3
-      for (int i = 0; i < NX; ++i) a[i][r] = _mm256_fmadd_ps(wv, xv[i], a[i][r]);
-    }
-  }
-  #pragma GCC unroll 3
-  for (int i = 0; i < NX; ++i) {
-    #pragma GCC unroll 4
-    for (int r = 0; r < kFloatDotW; ++r) acc[i * kFloatDotW + r] = a[i][r];
-  }
-}
-
-// Values of k per pass of float_group_dot_xn: the hi half's pass finds in L1 the activation
-// lines the lo half's pass brought in (at most kFloatDotX rows x 256 x 4 bytes = 6 KiB, and
-// the group's 4 x 256 weights). Whole-row passes of pairs of weight rows read every
-// activation row from L2 twice a group and ran the m = 16 GEMM at 31% of the FMA peak.
-constexpr int64_t kFloatChunk = 256;
-
-// A tiled group against 2..kFloatDotX activation rows, in triples of rows (two pairs where a
-// triple would leave one row alone).
-template <class L>
-void float_group_dot_xn(const typename L::T* g, const float* x, size_t xs, int nx, int64_t cols, float* y,
-                        size_t ys) {
-  __m256 acc[2][kFloatDotX * kFloatDotW];
-  for (auto& half : acc) {
-    for (__m256& v : half) v = _mm256_setzero_ps();
-  }
-  for (int64_t k0 = 0; k0 < cols; k0 += kFloatChunk) {
-    const int64_t k1 = std::min(cols, k0 + kFloatChunk);
-    for (int i = 0; i < nx;) {
-      const int n = nx - i == 4 ? 2 : std::min(3, nx - i);
-      for (int half = 0; half < 2; ++half) {
-        __m256* a = acc[half] + i * kFloatDotW;
-        if (n == 3) float_group_half_dot<L, 3>(g, half, x + i * xs, xs, k0, k1, a);
-        else if (n == 2) float_group_half_dot<L, 2>(g, half, x + i * xs, xs, k0, k1, a);
-        else float_group_half_dot<L, 1>(g, half, x + i * xs, xs, k0, k1, a);
-      }
-      i += n;
-    }
-  }
-  for (int i = 0; i < nx; ++i) {
-    #pragma GCC unroll 4
-    for (int r = 0; r < kFloatDotW; ++r) {
-      y[i * ys + r] = reduce_16_lanes(acc[0][i * kFloatDotW + r], acc[1][i * kFloatDotW + r]);
-    }
-  }
-}
-
-template <class L>
-void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
-                    int flags) {
-  const auto* g = static_cast<const typename L::T*>(w);
-  if (nx == 1) return float_group_dot_x1<L>(g, x, cols, y, flags & kTileStream);
-  // Two or more rows: compute-bound on AVX2, so no prefetch (a prefetch of the next chunk's
-  // weights did not move m = 16 beyond the noise; one ahead of the former row-at-a-time
-  // passes made m = 16 15% slower).
-  float_group_dot_xn<L>(g, x, xs, nx, cols, y, ys);
-}
-
-template <class L>
-void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int nx, int64_t cols, float* y,
-               size_t ys) {
-  for (int j = 0; j < nw; ++j) {
-    const auto* wr = reinterpret_cast<const typename L::T*>(static_cast<const uint8_t*>(w) + j * ws);
-    int i = 0;
-    for (; i + 3 <= nx; i += 3) float_dot_row<L, 3>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
-    if (nx - i == 2) float_dot_row<L, 2>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
-    if (nx - i == 1) float_dot_row<L, 1>(wr, x + i * xs, xs, cols, y + i * ys + j, ys);
   }
 }
 
@@ -792,12 +595,7 @@ struct Q32Rows {
 void add_avx2_dot_kernels(KernelTable& t) {
   t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
-  t.float_dot[0] = float_dot<LoadF32>;
-  t.float_dot[1] = float_dot<LoadF16>;
-  t.float_dot[2] = float_dot<LoadBF16>;
-  t.float_tile_dot[0] = float_tile_dot<LoadF32>;
-  t.float_tile_dot[1] = float_tile_dot<LoadF16>;
-  t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
+  // Float weights: float_tiles_avx2.cpp.
   t.tile_dot[0] = tile_dot<false>;
   t.tile_dot[1] = tile_dot<true>;
   t.tile_dot_pair[0] = tile_dot_pair<false>;

@@ -1,8 +1,7 @@
 // AVX-512 (F/BW/VL/DQ/VNNI) dot kernels. Activation quantizers come from the AVX2 table
 // (the AVX-512 table extends it).
 //
-// Float weights: NW x NX register blocks of 16-lane fp32 FMA accumulators (Q8_0 / Q4_0 tiles:
-// q8_tiles_avx512.cpp). Q4_K / Q6_K: row dots with their unsigned quants directly (Q6_K's +32
+// (Float weights: float_tiles_avx512.cpp; Q8_0 / Q4_0 tiles: q8_tiles_avx512.cpp.) Q4_K / Q6_K: row dots with their unsigned quants directly (Q6_K's +32
 // offset removed through the activation block sums). Every kernel keeps the per-output
 // order of its contract in kernel_table.h, so results equal the scalar reference bit for bit.
 #include "kernels/avx512_target.h"  // first: the intrinsics, GCC 12's warnings off
@@ -38,162 +37,6 @@ inline int32_t hsum_i32_256(__m256i v) {
 
 inline __mmask16 tail_mask(int64_t remaining) {
   return remaining >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << remaining) - 1);
-}
-
-// The reduction tree of FloatDotFn: (l + l+8), then (+4), (+2), (+1).
-inline float reduce_lanes(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-// ---- float weights: NW rows x NX activation rows, 16 lanes over k ------------------------------
-
-struct LoadF32 {
-  using T = float;
-  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
-  static __m512 load_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-struct LoadF16 {
-  using T = uint16_t;
-  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m512 load_masked(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-};
-struct LoadBF16 {
-  using T = uint16_t;
-  static __m512 widen(__m256i raw) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16)); }
-  static __m512 load(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m512 load_masked(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
-};
-
-// NW weight rows x NX activation rows. Row-major: row j at w + j * ws bytes. Tiled (NW ==
-// kFloatDotW, cols a multiple of 16): one group, values k..k+15 of row j at element 4k + 16j.
-// How far ahead the float tile kernels prefetch a streamed group (kTileStream).
-constexpr size_t kFloatPrefetchBytes = 8192;
-template <class L, int NW, int NX, bool kTiled = false>
-void float_dot_block(const uint8_t* w, size_t ws, const float* x, size_t xs, int64_t cols, float* y, size_t ys,
-                     bool prefetch_next = false, bool stream = false) {
-  using T = typename L::T;
-  static_assert(!kTiled || NW == kFloatDotW);
-  const T* wr[NW];
-#pragma GCC unroll 16
-  for (int j = 0; j < NW; ++j) wr[j] = reinterpret_cast<const T*>(w + (kTiled ? 0 : j * ws));
-  __m512 acc[NW][NX];
-#pragma GCC unroll 16
-  for (int j = 0; j < NW; ++j) {
-#pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) acc[j][i] = _mm512_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
-    // kTileStream: the group's bytes kFloatPrefetchBytes ahead, 4 * 16 values a step (the
-    // address outside the test: GCC 12 deletes a guarded prefetch loop computing it inside).
-    const char* ahead = reinterpret_cast<const char*>(wr[0] + 4 * k) + kFloatPrefetchBytes;
-    if (kTiled && stream) {
-#pragma GCC unroll 4
-      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-    }
-    if (kTiled && prefetch_next) {  // the next group: 4 * cols values on; 4 * 16 values a step
-      const char* next = reinterpret_cast<const char*>(wr[0] + 4 * cols + 4 * k);
-#pragma GCC unroll 4
-      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
-    }
-    __m512 wv[NW];
-#pragma GCC unroll 16
-    for (int j = 0; j < NW; ++j) wv[j] = L::load(kTiled ? wr[0] + 4 * k + 16 * j : wr[j] + k);
-#pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      const __m512 xv = _mm512_loadu_ps(x + i * xs + k);
-#pragma GCC unroll 16
-      for (int j = 0; j < NW; ++j) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
-    }
-  }
-  if (!kTiled && k < cols) {
-    const __mmask16 m = tail_mask(cols - k);
-    __m512 wv[NW];
-#pragma GCC unroll 16
-    for (int j = 0; j < NW; ++j) wv[j] = L::load_masked(wr[j] + k, m);
-#pragma GCC unroll 16
-    for (int i = 0; i < NX; ++i) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * xs + k);
-#pragma GCC unroll 16
-      for (int j = 0; j < NW; ++j) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < NX; ++i) {
-#pragma GCC unroll 16
-    for (int j = 0; j < NW; ++j) y[i * ys + j] = reduce_lanes(acc[j][i]);
-  }
-}
-
-template <class L>
-void float_tile_dot(const void* w, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys,
-                    int flags) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const bool next = flags & kTilePrefetchNext, stream = flags & kTileStream;
-  switch (nx) {
-    case 1: return float_dot_block<L, 4, 1, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-    case 2: return float_dot_block<L, 4, 2, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-    case 3: return float_dot_block<L, 4, 3, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-    case 4: return float_dot_block<L, 4, 4, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-    case 5: return float_dot_block<L, 4, 5, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-    default: return float_dot_block<L, 4, 6, true>(wb, 0, x, xs, cols, y, ys, next, stream);
-  }
-}
-
-// FloatTilePairFn: step k of group 0, then of group 1; each output's fma order as
-// float_dot_block<L, 4, 1, true> (lane l over k = l mod 16 in increasing k, reduce_lanes).
-template <class L>
-void float_tile_pair(const void* const w[2], const float* x, int64_t cols, float* const y[2]) {
-  using T = typename L::T;
-  const T* wg[2] = {static_cast<const T*>(w[0]), static_cast<const T*>(w[1])};
-  __m512 acc[2][kFloatDotW];
-#pragma GCC unroll 8
-  for (int j = 0; j < 2 * kFloatDotW; ++j) acc[j / kFloatDotW][j % kFloatDotW] = _mm512_setzero_ps();
-  for (int64_t k = 0; k + 16 <= cols; k += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + k);
-#pragma GCC unroll 2
-    for (int s = 0; s < 2; ++s) {
-      const char* ahead = reinterpret_cast<const char*>(wg[s] + 4 * k) + kFloatPrefetchBytes;
-#pragma GCC unroll 4
-      for (size_t o = 0; o < 64 * sizeof(T); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-#pragma GCC unroll 4
-      for (int j = 0; j < kFloatDotW; ++j) acc[s][j] = _mm512_fmadd_ps(L::load(wg[s] + 4 * k + 16 * j), xv, acc[s][j]);
-    }
-  }
-#pragma GCC unroll 2
-  for (int s = 0; s < 2; ++s) {
-#pragma GCC unroll 4
-    for (int j = 0; j < kFloatDotW; ++j) y[s][j] = reduce_lanes(acc[s][j]);
-  }
-}
-
-template <class L, int NW>
-void float_dot_nw(const uint8_t* w, size_t ws, const float* x, size_t xs, int nx, int64_t cols, float* y, size_t ys) {
-  switch (nx) {
-    case 1: return float_dot_block<L, NW, 1>(w, ws, x, xs, cols, y, ys);
-    case 2: return float_dot_block<L, NW, 2>(w, ws, x, xs, cols, y, ys);
-    case 3: return float_dot_block<L, NW, 3>(w, ws, x, xs, cols, y, ys);
-    case 4: return float_dot_block<L, NW, 4>(w, ws, x, xs, cols, y, ys);
-    case 5: return float_dot_block<L, NW, 5>(w, ws, x, xs, cols, y, ys);
-    default: return float_dot_block<L, NW, 6>(w, ws, x, xs, cols, y, ys);
-  }
-}
-
-template <class L>
-void float_dot(const void* w, size_t ws, int nw, const float* x, size_t xs, int nx, int64_t cols, float* y,
-               size_t ys) {
-  static_assert(kFloatDotW == 4 && kFloatDotX == 6);
-  const auto* wb = static_cast<const uint8_t*>(w);
-  switch (nw) {
-    case 1: return float_dot_nw<L, 1>(wb, ws, x, xs, nx, cols, y, ys);
-    case 2: return float_dot_nw<L, 2>(wb, ws, x, xs, nx, cols, y, ys);
-    case 3: return float_dot_nw<L, 3>(wb, ws, x, xs, nx, cols, y, ys);
-    default: return float_dot_nw<L, 4>(wb, ws, x, xs, nx, cols, y, ys);
-  }
 }
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
@@ -928,16 +771,7 @@ void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
 }  // namespace
 
 void add_avx512_dot_kernels(KernelTable& t) {
-  t.float_dot[0] = float_dot<LoadF32>;
-  t.float_dot[1] = float_dot<LoadF16>;
-  t.float_dot[2] = float_dot<LoadBF16>;
-  t.float_tile_dot[0] = float_tile_dot<LoadF32>;
-  t.float_tile_dot[1] = float_tile_dot<LoadF16>;
-  t.float_tile_dot[2] = float_tile_dot<LoadBF16>;
-  t.float_tile_pair[0] = float_tile_pair<LoadF32>;
-  t.float_tile_pair[1] = float_tile_pair<LoadF16>;
-  t.float_tile_pair[2] = float_tile_pair<LoadBF16>;
-  // Q8_0 / Q4_0 tiles: q8_tiles_avx512.cpp.
+  // Float weights: float_tiles_avx512.cpp; Q8_0 / Q4_0 tiles: q8_tiles_avx512.cpp.
   t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
   t.kquant_dot[0] = Q4KDot::run;

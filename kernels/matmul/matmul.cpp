@@ -105,13 +105,17 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   const int64_t tiled_rows = w.layout == WeightLayout::Tiled ? rows / kFloatDotW * kFloatDotW : 0;
   const int64_t per_unit = float_rows_per_unit(w, c);
   const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
+  // Activation rows i .. i + kFloatDotX - 1: one row as it is, several transposed (the block
+  // of rows i at c.xq, value k of row i + r at [k * kFloatDotX + r]).
   auto rows_group = [&](int64_t j, int64_t i, int flags) {
     const int nx = static_cast<int>(std::min<int64_t>(kFloatDotX, c.m - i));
+    const float* x = c.m == 1 ? c.x : reinterpret_cast<const float*>(c.xq) + i * cols;
+    const size_t x_step = c.m == 1 ? 1 : kFloatDotX;
     if (j < tiled_rows) {
-      tile_dot(wdata + j * rb, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows), flags);
+      tile_dot(wdata + j * rb, x, x_step, nx, cols, y + i * rows + j, size_t(rows), flags);
     } else {
       const int nw = static_cast<int>(std::min<int64_t>(kFloatDotW, r1 - j));
-      dot(wdata + j * rb, rb, nw, c.x + i * cols, size_t(cols), nx, cols, y + i * rows + j, size_t(rows));
+      dot(wdata + j * rb, rb, nw, x, x_step, nx, cols, y + i * rows + j, size_t(rows));
     }
   };
   const FloatTilePairFn pair = c.kt.float_tile_pair[index];
@@ -420,15 +424,45 @@ void run_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   }
 }
 
+// Rows [i0, i0 + n) of x (n <= kFloatDotX) transposed into the block at out: value k of row
+// i0 + r at out[k * kFloatDotX + r].
+void transpose_activation_block(const float* x, int64_t i0, int64_t n, int64_t cols, float* out) {
+  for (int64_t k = 0; k < cols; ++k) {
+    for (int64_t r = 0; r < n; ++r) out[k * kFloatDotX + r] = x[(i0 + r) * cols + k];
+  }
+}
+
 // Runs the prologue on each of the m activation rows and quantizes them into scratch in the
-// format of weight type t (F32: the prologue only).
+// format of weight type t (F32: several rows transposed in blocks of kFloatDotX, see
+// float_unit; one row is used as it is).
 void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t m, int64_t cols, uint8_t* xq,
                          ThreadPool& pool, bool serial, RowPrologue prologue) {
   const ActivationFormat format = activation_format(t);
-  if (format == ActivationFormat::F32 && !prologue.fn) return;
+  if (format == ActivationFormat::F32) {
+    if (m == 1) {
+      if (prologue.fn) prologue.fn(prologue.ctx, 0);
+      return;
+    }
+    auto* out = reinterpret_cast<float*>(xq);
+    const int64_t blocks = (m + kFloatDotX - 1) / kFloatDotX;
+    auto block = [&](int64_t b) {
+      const int64_t i0 = b * kFloatDotX, n = std::min<int64_t>(kFloatDotX, m - i0);
+      if (prologue.fn) {
+        for (int64_t i = i0; i < i0 + n; ++i) prologue.fn(prologue.ctx, i);
+      }
+      transpose_activation_block(x, i0, n, cols, out + i0 * cols);
+    };
+    if (serial || blocks == 1 || m * cols < kSerialQuantizeLimit) {
+      for (int64_t b = 0; b < blocks; ++b) block(b);
+    } else {
+      pool.parallel_for(blocks, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) block(b);
+      });
+    }
+    return;
+  }
   auto quantize = [&](int64_t i) {
     if (prologue.fn) prologue.fn(prologue.ctx, i);
-    if (format == ActivationFormat::F32) return;
     if (format == ActivationFormat::Q8) {
       const int32_t offset = t == DType::Q8_0 ? 128 : 8;
       kt.quantize_q8(x + i * cols, cols, offset, xq + (i / kTileActs) * q8_group_bytes(cols),
@@ -457,7 +491,8 @@ void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t
 
 size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m) {
   switch (activation_format(w.type)) {
-    case ActivationFormat::F32: return 0;
+    case ActivationFormat::F32:  // several rows transposed in blocks of kFloatDotX
+      return m > 1 ? size_t((m + kFloatDotX - 1) / kFloatDotX) * kFloatDotX * size_t(w.cols) * sizeof(float) : 0;
     case ActivationFormat::Q8: return size_t((m + kTileActs - 1) / kTileActs) * q8_group_bytes(w.cols);
     case ActivationFormat::Q8_K: return size_t(m) * q8_k_row_stride(w.cols);
   }
@@ -487,7 +522,7 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
   const int64_t cols = ws[0]->cols;
   const bool serial = pool.size() == 1 || work < kSerialWorkLimit;
   auto* xq = static_cast<uint8_t*>(scratch);
-  assert(scratch != nullptr || activation_format(type) == ActivationFormat::F32);
+  assert(scratch != nullptr || (activation_format(type) == ActivationFormat::F32 && m == 1));
   prepare_activations(kt, type, x, m, cols, xq, pool, serial, prologue);
   const Context c{kt, x, xq, m, serial ? 1 : pool.size()};
   int64_t first_unit[kMaxJobs + 1] = {0};

@@ -101,18 +101,22 @@ size_t retile_scratch_bytes(DType t, int64_t cols) {
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch) {
   assert(has_tiled_layout(t, cols));
   const size_t rb = size_t(row_bytes(t, cols));
-  if (tile_groups(t) == 0 && !has_kquant_tiles(t)) {  // float weights: groups of kFloatDotW rows, 16 values at a time
-    const size_t chunk = 16 * size_t(block_bytes(t));
-    auto* base = static_cast<uint8_t*>(data);
-    auto* copy = static_cast<uint8_t*>(scratch);
-    for (int64_t r0 = 0; r0 + kFloatDotW <= rows; r0 += kFloatDotW) {
-      uint8_t* group = base + r0 * rb;
-      std::memcpy(copy, group, kFloatDotW * rb);
-      for (int64_t c = 0; c < cols / 16; ++c) {
-        for (int r = 0; r < kFloatDotW; ++r) {
-          std::memcpy(group + (c * kFloatDotW + r) * chunk, copy + r * rb + c * chunk, chunk);
+  if (tile_groups(t) == 0 && !has_kquant_tiles(t)) {  // float weights: value k of row r at kFloatDotW * k + r
+    auto retile = [&]<class E>(E*) {
+      auto* base = static_cast<E*>(data);
+      auto* copy = static_cast<E*>(scratch);
+      for (int64_t r0 = 0; r0 + kFloatDotW <= rows; r0 += kFloatDotW) {
+        E* group = base + r0 * cols;
+        std::memcpy(copy, group, kFloatDotW * rb);
+        for (int64_t k = 0; k < cols; ++k) {
+          for (int r = 0; r < kFloatDotW; ++r) group[k * kFloatDotW + r] = copy[r * cols + k];
         }
       }
+    };
+    if (block_bytes(t) == 4) {
+      retile(static_cast<uint32_t*>(nullptr));
+    } else {
+      retile(static_cast<uint16_t*>(nullptr));
     }
     return;
   }

@@ -471,13 +471,13 @@ TEST(Matmul, FloatTilePairKernelsGiveEachGroupItsSingleGroupBits) {
         for (int s = 0; s < 2; ++s) {
           groups[s] = static_cast<const uint8_t*>(tiled.view.data) + s * group_bytes;
           y[s] = pair.data() + s * kFloatDotW;
-          kt.float_tile_dot[index](groups[s], x.data(), 0, 1, cols, single.data() + s * kFloatDotW, 0, kTileStream);
+          kt.float_tile_dot[index](groups[s], x.data(), 1, 1, cols, single.data() + s * kFloatDotW, 0, kTileStream);
         }
         kt.float_tile_pair[index](groups, x.data(), cols, y);
         expect_same_bits(pair, single, isa_label(isa) + " " + std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
       }
     }
-    // 403 rows: 100 groups and 3 row-major rows, units of 100, 52 and 36 rows (1, 2, 3
+    // 403 rows: 25 groups and 3 row-major rows, units of 112, 64 and 48 rows (1, 2, 3
     // threads): pairs, an odd group left over, and the row-major tail in the last unit.
     expect_paired_gemv_gives_the_scalar_bits(t, 403, 96, uint32_t(403 + index));
   }
@@ -743,8 +743,11 @@ TEST(Matmul, PublicEntryPointUsesTheActiveTable) {
 }
 
 TEST(Matmul, ScratchSizes) {
+  // Float weights: one activation row is read as it is; several are transposed in blocks.
   const WeightMatrix f16{DType::F16, nullptr, 10, 64};
-  EXPECT_EQ(matmul_scratch_bytes(f16, 8), 0u);
+  EXPECT_EQ(matmul_scratch_bytes(f16, 1), 0u);
+  EXPECT_GE(matmul_scratch_bytes(f16, 8), 8u * 64 * sizeof(float));
+  EXPECT_GE(matmul_scratch_bytes(f16, 17), 17u * 64 * sizeof(float));
   const WeightMatrix q4{DType::Q4_0, nullptr, 10, 64};
   EXPECT_GE(matmul_scratch_bytes(q4, 3), 3u * (64 + 2 * 4 + 2 * 4));
   EXPECT_EQ(matmul_scratch_bytes(q4, 3) % 64, 0u);
