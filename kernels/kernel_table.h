@@ -128,6 +128,14 @@ using FloatDotFn = void (*)(const void* w, size_t w_stride, int nw, const float*
 // this one) meanwhile; kTileStream, the group streams from memory (prefetch ahead in it).
 using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_step, int nx, int64_t cols, float* y,
                                 size_t ys, int flags);
+// Activation rows for the float kernels' x_step = kFloatDotX form: value k of row r (r < n,
+// n <= kFloatDotX; row r at x + r * x_stride) to out[k * kFloatDotX + r] for k < cols. Slots
+// r >= n are left as they are.
+using TransposeRowsFn = void (*)(const float* x, size_t x_stride, int n, int64_t cols, float* out);
+// KernelTable::float_tile2_dot: FloatTileDotFn on two consecutive tiled groups (the second
+// right after the first, kFloatDotW * cols values on), y[i * ys + r] for r < 2 kFloatDotW: the
+// same bits as float_tile_dot on each group. Each broadcast activation then feeds both groups'
+// fmas (one load per two fmas instead of one). Null where an ISA has none: per group.
 // Two tiled groups (both streaming from memory) against one activation row: y[s][j] for group
 // w[s], as float_tile_dot(w[s], x, 1, 1, cols, y[s], _, kTileStream) gives them, bit for bit,
 // the groups' values read alternately: two weight streams per thread (and two independent
@@ -202,6 +210,8 @@ struct KernelTable {
   FloatDotFn float_dot[3] = {};                   // F32, F16, BF16
   FloatTileDotFn float_tile_dot[3] = {};          // F32, F16, BF16, tiled
   FloatTilePairFn float_tile_pair[3] = {};        // the same, two groups, one row; null: per group
+  FloatTileDotFn float_tile2_dot[3] = {};         // the same, two groups a call; null: per group
+  TransposeRowsFn transpose_rows = nullptr;       // several activation rows for the float kernels
   TileDotFn tile_dot[2] = {};                     // Q8_0, Q4_0
   TileDotPairFn tile_dot_pair[2] = {};            // Q8_0, Q4_0; null: two tile_dot calls
   TileDotFn tile2_dot[2] = {};                    // Q8_0, Q4_0, two tiles a call; null: per tile

@@ -61,6 +61,12 @@ size_t retile_scratch_bytes(DType t, int64_t cols);
 // count is unchanged). has_tiled_layout(t, cols) must hold. scratch: retile_scratch_bytes.
 // Single-threaded, no allocation.
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch);
+// True for the weight types whose Tiled rows read_tiled_row can copy out (F32, F16, BF16).
+bool tiled_rows_readable(DType t);
+// Row r of a Tiled matrix of `rows` x `cols` values of type t (tiled_rows_readable(t)) at
+// data, in the row-major layout: row_bytes(t, cols) bytes to out. For a tied output matrix,
+// which the embedding lookup reads by row.
+void read_tiled_row(DType t, const void* data, int64_t rows, int64_t cols, int64_t r, void* out);
 
 // Bytes of scratch matmul() needs for m activation rows against a weight of this shape
 // (e.g. activations quantized to int8 blocks for quantized weights).

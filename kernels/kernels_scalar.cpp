@@ -125,6 +125,12 @@ void float_tile_dot(const void* w, const float* x, size_t x_step, int nx, int64_
   }
 }
 
+void transpose_rows(const float* x, size_t x_stride, int n, int64_t cols, float* out) {
+  for (int r = 0; r < n; ++r) {
+    for (int64_t k = 0; k < cols; ++k) out[k * kFloatDotX + r] = x[r * x_stride + k];
+  }
+}
+
 // ---- Q8_0 / Q4_0 tiles: the sequential block order of TileDotFn -----------------------------
 
 template <DType T>
@@ -461,6 +467,7 @@ constexpr KernelTable make_scalar_table() {
   t.isa = Isa::Scalar;
   t.quantize_q8 = quantize_q8;
   t.quantize_q8_K = quantize_act_q8_k;
+  t.transpose_rows = transpose_rows;
   t.float_dot[0] = float_dot<WidenF32>;
   t.float_dot[1] = float_dot<WidenF16>;
   t.float_dot[2] = float_dot<WidenBF16>;

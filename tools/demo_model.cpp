@@ -248,7 +248,7 @@ std::vector<TensorSpec> tensor_specs(const DemoModelOptions& o) {
     specs.push_back({p + "ffn_down.weight", o.ff, o.dim});
   }
   specs.push_back({"output_norm.weight", o.dim, 1, TensorSpec::Init::Ones});
-  specs.push_back({"output.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.5f, true});
+  if (!o.tied_output) specs.push_back({"output.weight", o.dim, o.vocab, TensorSpec::Init::Normal, 0.5f, true});
   return specs;
 }
 

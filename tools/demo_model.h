@@ -35,6 +35,8 @@ struct DemoModelOptions {
   // layers llama.cpp gives more bits (the first and last eighth, every third in between),
   // in Q6_K; everything else `type`.
   bool k_mix = false;
+  // No output.weight: the token embeddings are the output matrix (tied embeddings).
+  bool tied_output = false;
   uint64_t seed = 0;
   // qwen3moe only: routed experts per layer, used per token, their hidden size (0: ff / 4
   // rounded up to the block). The router stays F32 as in llama.cpp's files; 3-D expert

@@ -300,12 +300,15 @@ Result<std::unique_ptr<WeightResidency>> WeightResidency::create(
   w->output_.data = output_bytes;
   w->token_embd_ = model.token_embedding();
   w->token_embd_.data = w->embd_on_disk_ ? nullptr : w->non_layer_memory_.data.get() + w->non_layer_offsets_[1];
-  // The embeddings are looked up by row: a tied output matrix stays row-major.
+  // The embeddings are looked up by row: a tied output matrix is retiled only where its rows
+  // can be copied back out of the tiles (float weights: embedding_row then gathers a row).
   const bool tied = model.output().data == model.token_embedding().data;
-  if (!tied && !options.keep_file_layout && kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
+  if ((!tied || kernels::tiled_rows_readable(w->output_.type)) && !options.keep_file_layout &&
+      kernels::has_tiled_layout(w->output_.type, w->output_.cols)) {
     std::vector<uint8_t> scratch(kernels::retile_scratch_bytes(w->output_.type, w->output_.cols));
     kernels::retile_in_place(w->output_.type, output_bytes, w->output_.rows, w->output_.cols, scratch.data());
     w->output_.layout = kernels::WeightLayout::Tiled;
+    if (tied) w->token_embd_.layout = kernels::WeightLayout::Tiled;
   }
   w->retile_scratch_.resize(w->retile_scratch_bytes_);
   done_bytes += static_cast<int64_t>(w->non_layer_.buffer_bytes);

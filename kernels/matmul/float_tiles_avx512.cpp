@@ -93,6 +93,81 @@ void float_tile_dot(const void* w, const float* x, size_t x_step, int nx, int64_
 #undef SPILLWAY_GROUP
 }
 
+// Two consecutive tiled groups at g against NA activation rows: y[i * ys + r] for r < 32, each
+// output's chain as float_group_block forms it.
+template <class L, int NA>
+void float_group2_block(const typename L::T* g, const float* x, size_t x_step, int64_t cols, float* y, size_t ys,
+                        bool stream, bool next) {
+  using T = typename L::T;
+  constexpr int kStep = kStepsPerLine<T>;
+  const T* g2 = g + kFloatDotW * cols;
+  __m512 acc[2][NA];
+#pragma GCC unroll 16
+  for (int i = 0; i < NA; ++i) acc[0][i] = acc[1][i] = _mm512_setzero_ps();
+  const float* xk = x;
+  for (int64_t k = 0; k < cols; k += kStep) {
+    const char* ahead0 = reinterpret_cast<const char*>(g + kFloatDotW * k) + kFloatPrefetchBytes;
+    const char* ahead1 = reinterpret_cast<const char*>(g2 + kFloatDotW * k) + kFloatPrefetchBytes;
+    const char* following0 = reinterpret_cast<const char*>(g2 + kFloatDotW * (cols + k));
+    const char* following1 = reinterpret_cast<const char*>(g2 + kFloatDotW * (2 * cols + k));
+    if (stream) {
+      _mm_prefetch(ahead0, _MM_HINT_T0);
+      _mm_prefetch(ahead1, _MM_HINT_T0);
+    }
+    if (next) {
+      _mm_prefetch(following0, _MM_HINT_T0);
+      _mm_prefetch(following1, _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < kStep; ++s, xk += x_step) {
+      const __m512 w0 = L::load(g + kFloatDotW * (k + s)), w1 = L::load(g2 + kFloatDotW * (k + s));
+#pragma GCC unroll 16
+      for (int i = 0; i < NA; ++i) {
+        const __m512 xb = _mm512_set1_ps(xk[i]);
+        acc[0][i] = _mm512_fmadd_ps(w0, xb, acc[0][i]);
+        acc[1][i] = _mm512_fmadd_ps(w1, xb, acc[1][i]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NA; ++i) {
+    _mm512_storeu_ps(y + i * ys, acc[0][i]);
+    _mm512_storeu_ps(y + i * ys + kFloatDotW, acc[1][i]);
+  }
+}
+
+// float_tile2_dot: the activation rows in passes of at most 12 (2 x 12 accumulators), as even
+// as they go; the first pass streams the two groups, the last prefetches the next two.
+template <class L>
+void float_tile2_dot(const void* w, const float* x, size_t x_step, int nx, int64_t cols, float* y, size_t ys,
+                     int flags) {
+  const auto* g = static_cast<const typename L::T*>(w);
+  const int passes = (nx + 11) / 12;
+  for (int p = 0, i = 0; p < passes; ++p) {
+    const int n = (nx - i) / (passes - p);
+    const bool stream = p == 0 && (flags & kTileStream), next = p == passes - 1 && (flags & kTilePrefetchNext);
+    const float* xb = x + i;
+    float* yb = y + i * ys;
+#define SPILLWAY_GROUPS(NA) float_group2_block<L, NA>(g, xb, x_step, cols, yb, ys, stream, next); break;
+    switch (n) {
+      case 1: SPILLWAY_GROUPS(1)
+      case 2: SPILLWAY_GROUPS(2)
+      case 3: SPILLWAY_GROUPS(3)
+      case 4: SPILLWAY_GROUPS(4)
+      case 5: SPILLWAY_GROUPS(5)
+      case 6: SPILLWAY_GROUPS(6)
+      case 7: SPILLWAY_GROUPS(7)
+      case 8: SPILLWAY_GROUPS(8)
+      case 9: SPILLWAY_GROUPS(9)
+      case 10: SPILLWAY_GROUPS(10)
+      case 11: SPILLWAY_GROUPS(11)
+      default: SPILLWAY_GROUPS(12)
+    }
+#undef SPILLWAY_GROUPS
+    i += n;
+  }
+}
+
 // FloatTilePairFn: step k of group 0, then of group 1, one broadcast x[k] for both; each
 // output's chain as float_group_block<L, 1> forms it.
 template <class L>
@@ -205,6 +280,20 @@ void float_dot(const void* w, size_t ws, int nw, const float* x, size_t x_step, 
 #undef SPILLWAY_ROWS
 }
 
+// TransposeRowsFn: 16 values of the n rows at a time, transposed in registers.
+void transpose_rows(const float* x, size_t x_stride, int n, int64_t cols, float* out) {
+  for (int64_t k0 = 0; k0 < cols; k0 += 16) {
+    const int left = cols - k0 < 16 ? int(cols - k0) : 16;
+    const __mmask16 m = left == 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) v[r] = r < n ? _mm512_maskz_loadu_ps(m, x + r * x_stride + k0) : _mm512_setzero_ps();
+    transpose16(v);
+    const __mmask16 rows = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    for (int c = 0; c < left; ++c) _mm512_mask_storeu_ps(out + (k0 + c) * kFloatDotX, rows, v[c]);
+  }
+}
+
 }  // namespace
 
 void add_avx512_float_kernels(KernelTable& t) {
@@ -217,6 +306,10 @@ void add_avx512_float_kernels(KernelTable& t) {
   t.float_tile_pair[0] = float_tile_pair<LoadF32>;
   t.float_tile_pair[1] = float_tile_pair<LoadF16>;
   t.float_tile_pair[2] = float_tile_pair<LoadBF16>;
+  t.transpose_rows = transpose_rows;
+  t.float_tile2_dot[0] = float_tile2_dot<LoadF32>;
+  t.float_tile2_dot[1] = float_tile2_dot<LoadF16>;
+  t.float_tile2_dot[2] = float_tile2_dot<LoadBF16>;
 }
 
 }  // namespace spillway::kernels

@@ -105,23 +105,32 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   const int64_t tiled_rows = w.layout == WeightLayout::Tiled ? rows / kFloatDotW * kFloatDotW : 0;
   const int64_t per_unit = float_rows_per_unit(w, c);
   const int64_t r0 = u * per_unit, r1 = std::min(rows, r0 + per_unit);
-  // Activation rows i .. i + kFloatDotX - 1: one row as it is, several transposed (the block
-  // of rows i at c.xq, value k of row i + r at [k * kFloatDotX + r]).
-  auto rows_group = [&](int64_t j, int64_t i, int flags) {
+  // Activation rows i .. i + kFloatDotX - 1 against the groups from row j: one group, or two
+  // (float_tile2_dot) where the ISA has the kernel and both are tiled groups of this unit.
+  // One activation row is read as it is, several transposed (the block of rows i at c.xq,
+  // value k of row i + r at [k * kFloatDotX + r]). Returns the weight rows done.
+  const FloatTileDotFn tile2_dot = c.kt.float_tile2_dot[index];
+  const int64_t tiled_end = std::min(r1, tiled_rows);
+  auto rows_group = [&](int64_t j, int64_t i, int flags) -> int64_t {
     const int nx = static_cast<int>(std::min<int64_t>(kFloatDotX, c.m - i));
     const float* x = c.m == 1 ? c.x : reinterpret_cast<const float*>(c.xq) + i * cols;
     const size_t x_step = c.m == 1 ? 1 : kFloatDotX;
+    float* yj = y + i * rows + j;
+    if (tile2_dot != nullptr && j + 2 * kFloatDotW <= tiled_end) {
+      tile2_dot(wdata + j * rb, x, x_step, nx, cols, yj, size_t(rows), flags);
+      return 2 * kFloatDotW;
+    }
     if (j < tiled_rows) {
-      tile_dot(wdata + j * rb, x, x_step, nx, cols, y + i * rows + j, size_t(rows), flags);
+      tile_dot(wdata + j * rb, x, x_step, nx, cols, yj, size_t(rows), flags);
     } else {
       const int nw = static_cast<int>(std::min<int64_t>(kFloatDotW, r1 - j));
-      dot(wdata + j * rb, rb, nw, x, x_step, nx, cols, y + i * rows + j, size_t(rows));
+      dot(wdata + j * rb, rb, nw, x, x_step, nx, cols, yj, size_t(rows));
     }
+    return kFloatDotW;
   };
   const FloatTilePairFn pair = c.kt.float_tile_pair[index];
   if (c.m == 1 && pair != nullptr && r0 < tiled_rows) {
     // Decode: groups g and g + n/2 of the unit's tiled groups together, two weight streams.
-    const int64_t tiled_end = std::min(r1, tiled_rows);
     const int64_t half = (tiled_end - r0) / kFloatDotW / 2;
     for (int64_t g = 0; g < half; ++g) {
       const int64_t j0 = r0 + g * kFloatDotW, j1 = j0 + half * kFloatDotW;
@@ -129,22 +138,25 @@ void float_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
       float* ys[2] = {y + j0, y + j1};
       pair(groups, c.x, cols, ys);
     }
-    for (int64_t j = r0 + 2 * half * kFloatDotW; j < r1; j += kFloatDotW) rows_group(j, 0, kTileStream);
+    for (int64_t j = r0 + 2 * half * kFloatDotW; j < r1;) j += rows_group(j, 0, kTileStream);
     return;
   }
   if (c.m <= kFewActivationRows) {
-    // Decode and batched decode: each group of weight rows read once from DRAM and reused
-    // from L1 by every activation block, the last of which prefetches the next group.
-    for (int64_t j = r0; j < r1; j += kFloatDotW) {
+    // Decode and batched decode: the group(s) read once from DRAM by the first activation
+    // block and reused from cache by the others, the last of which prefetches the next.
+    for (int64_t j = r0; j < r1;) {
+      int64_t done = 0;
       for (int64_t i = 0; i < c.m; i += kFloatDotX) {
         const bool last = i + kFloatDotX >= c.m && c.m > kFloatDotX;
-        rows_group(j, i, (i == 0 ? kTileStream : 0) | (last && j + 2 * kFloatDotW <= tiled_rows ? kTilePrefetchNext : 0));
+        done = rows_group(j, i, (i == 0 ? kTileStream : 0) | (last && j + kFloatDotW < tiled_rows ? kTilePrefetchNext : 0));
       }
+      j += done;
     }
     return;
   }
+  // Prefill: each block of activation rows sweeps the unit's groups (in L2).
   for (int64_t i = 0; i < c.m; i += kFloatDotX) {
-    for (int64_t j = r0; j < r1; j += kFloatDotW) rows_group(j, i, 0);
+    for (int64_t j = r0; j < r1;) j += rows_group(j, i, 0);
   }
 }
 
@@ -424,14 +436,6 @@ void run_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   }
 }
 
-// Rows [i0, i0 + n) of x (n <= kFloatDotX) transposed into the block at out: value k of row
-// i0 + r at out[k * kFloatDotX + r].
-void transpose_activation_block(const float* x, int64_t i0, int64_t n, int64_t cols, float* out) {
-  for (int64_t k = 0; k < cols; ++k) {
-    for (int64_t r = 0; r < n; ++r) out[k * kFloatDotX + r] = x[(i0 + r) * cols + k];
-  }
-}
-
 // Runs the prologue on each of the m activation rows and quantizes them into scratch in the
 // format of weight type t (F32: several rows transposed in blocks of kFloatDotX, see
 // float_unit; one row is used as it is).
@@ -450,7 +454,7 @@ void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t
       if (prologue.fn) {
         for (int64_t i = i0; i < i0 + n; ++i) prologue.fn(prologue.ctx, i);
       }
-      transpose_activation_block(x, i0, n, cols, out + i0 * cols);
+      kt.transpose_rows(x + i0 * cols, size_t(cols), static_cast<int>(n), cols, out + i0 * cols);
     };
     if (serial || blocks == 1 || m * cols < kSerialQuantizeLimit) {
       for (int64_t b = 0; b < blocks; ++b) block(b);

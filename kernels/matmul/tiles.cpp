@@ -139,4 +139,26 @@ void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scra
   }
 }
 
+bool tiled_rows_readable(DType t) { return tile_groups(t) == 0 && !has_kquant_tiles(t) && block_elems(t) == 1; }
+
+void read_tiled_row(DType t, const void* data, int64_t rows, int64_t cols, int64_t r, void* out) {
+  assert(tiled_rows_readable(t) && r < rows);
+  const size_t rb = size_t(row_bytes(t, cols));
+  const auto* base = static_cast<const uint8_t*>(data);
+  if (r >= rows / kFloatDotW * kFloatDotW) {  // past the last full group: row-major
+    std::memcpy(out, base + r * rb, rb);
+    return;
+  }
+  auto gather = [&]<class E>(E*) {
+    const E* group = reinterpret_cast<const E*>(base + (r / kFloatDotW * kFloatDotW) * rb) + r % kFloatDotW;
+    E* dst = static_cast<E*>(out);
+    for (int64_t k = 0; k < cols; ++k) dst[k] = group[k * kFloatDotW];
+  };
+  if (block_bytes(t) == 4) {
+    gather(static_cast<uint32_t*>(nullptr));
+  } else {
+    gather(static_cast<uint16_t*>(nullptr));
+  }
+}
+
 }  // namespace spillway::kernels

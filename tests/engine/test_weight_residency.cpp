@@ -156,6 +156,39 @@ TEST_P(WeightResidencyTest, EmbeddingsOnDiskGiveTheSameLogitsAndHoldNoTable) {
   }
 }
 
+// A tied float output matrix is retiled like an untied one (the matmul's fast layout), and
+// the embedding lookup copies each token's row back out of the tiles: the same logits as the
+// model's own row-major bindings, on every residency.
+TEST(WeightResidencyTied, FloatTiedOutputIsTiledAndLooksUpTheSameRows) {
+  for (kernels::DType type : {kernels::DType::F16, kernels::DType::F32, kernels::DType::BF16}) {
+    const fs::path path = fs::path(spillway::test_paths::binary()) /
+                          ("spillway-tied-" + std::to_string(getpid()) + "-" + std::string(kernels::dtype_name(type)) + ".gguf");
+    DemoModelOptions o;
+    o.layers = 3;
+    o.dim = 128;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ff = 256;
+    o.vocab = 600;  // 37 full groups of 16 rows and 8 row-major rows
+    o.type = type;
+    o.tied_output = true;
+    ASSERT_TRUE(write_demo_model(path.string(), o).ok());
+    auto model = Model::open(path.string());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    ASSERT_EQ((*model)->output().data, (*model)->token_embedding().data) << "tied";
+    const auto plain = run_steps(**model, nullptr);
+    for (int32_t resident : {0, 3}) {
+      auto w = WeightResidency::create(**model, place_resident_layers(3, resident, ResidencyPlacement::First), {});
+      ASSERT_TRUE(w.ok()) << w.error().message;
+      EXPECT_EQ((*w)->output().layout, kernels::WeightLayout::Tiled);
+      EXPECT_EQ((*w)->token_embedding().layout, kernels::WeightLayout::Tiled);
+      expect_bit_identical(plain, run_steps(**model, w->get()),
+                           std::string(kernels::dtype_name(type)) + " tied, resident " + std::to_string(resident));
+    }
+    fs::remove(path);
+  }
+}
+
 // A memory reading that never changes: the limit and what is available.
 struct FixedMemory final : MemorySource {
   explicit FixedMemory(int64_t bytes) { r.available_bytes = r.limit_bytes = bytes; }

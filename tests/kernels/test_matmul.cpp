@@ -309,7 +309,8 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
           }
           // AVX2 unpacks K-quant tiles from m = 3 (Q5_K), 4 (Q4_K), 8 (Q6_K), AVX-512 from 16
           // (Q6_K), 32 (Q5_K) (its Q4_K sweep, from 256 rows: UnpackedKQuantTilesGiveTheScalarBits);
-          // 5: a float block of a triple and a pair of activation rows; 37: prefill order.
+          // float weights: 9, 20, 37 leave AVX2 passes of 6 rows and AVX-512 two-group passes of
+          // up to 12 unequal, 20 and 37 take two and three blocks of 16 (37: prefill order).
           for (int64_t m : {1, 3, 4, 5, 8, 9, 16, 20, 37}) {
             const std::vector<float> x = random_floats(m * cols, uint32_t(m + cols));
             const std::vector<float> scalar = run_matmul(kernels_for(Isa::Scalar), w, x, m, pool);
@@ -329,6 +330,23 @@ TEST(Matmul, TiledLayoutGivesTheRowMajorBitsOnEveryIsa) {
   EXPECT_FALSE(has_tiled_layout(DType::F16, 100));
   EXPECT_FALSE(has_tiled_layout(DType::Q3_K, 256));
   EXPECT_FALSE(has_tiled_layout(DType::Q5_0, 256));
+}
+
+// A tied float output matrix is retiled; the embedding lookup reads its rows back out.
+TEST(Matmul, TiledFloatRowsReadBackAsTheyWere) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    ASSERT_TRUE(tiled_rows_readable(t));
+    const TestMatrix w = random_matrix(t, 37, 48, 7);  // two full groups and 5 row-major rows
+    const TiledCopy tiled = tiled_copy(w);
+    const size_t rb = size_t(row_bytes(t, w.cols));
+    std::vector<uint8_t> row(rb);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      read_tiled_row(t, tiled.bytes.data(), w.rows, w.cols, r, row.data());
+      EXPECT_EQ(std::memcmp(row.data(), w.bytes.data() + r * rb, rb), 0) << dtype_name(t) << " row " << r;
+    }
+  }
+  EXPECT_FALSE(tiled_rows_readable(DType::Q8_0));
+  EXPECT_FALSE(tiled_rows_readable(DType::Q6_K));
 }
 
 // A tiled matrix of `rows` rows through the matmul driver for one activation row (where the
