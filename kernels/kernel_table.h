@@ -132,16 +132,16 @@ using FloatTileDotFn = void (*)(const void* w, const float* x, size_t x_step, in
 // n <= kFloatDotX; row r at x + r * x_stride) to out[k * kFloatDotX + r] for k < cols. Slots
 // r >= n are left as they are.
 using TransposeRowsFn = void (*)(const float* x, size_t x_stride, int n, int64_t cols, float* out);
-// KernelTable::float_tile2_dot: FloatTileDotFn on two consecutive tiled groups (the second
-// right after the first, kFloatDotW * cols values on), y[i * ys + r] for r < 2 kFloatDotW: the
-// same bits as float_tile_dot on each group. Each broadcast activation then feeds both groups'
-// fmas (one load per two fmas instead of one). Null where an ISA has none: per group.
 // Two tiled groups (both streaming from memory) against one activation row: y[s][j] for group
 // w[s], as float_tile_dot(w[s], x, 1, 1, cols, y[s], _, kTileStream) gives them, bit for bit,
 // the groups' values read alternately: two weight streams per thread (and two independent
 // fma chains), as TileDotPairFn. Null where an ISA has none: the driver then calls
 // float_tile_dot per group.
 using FloatTilePairFn = void (*)(const void* const w[2], const float* x, int64_t cols, float* const y[2]);
+// KernelTable::float_tile2_dot: FloatTileDotFn on two consecutive tiled groups (the second
+// right after the first, kFloatDotW * cols values on), y[i * ys + r] for r < 2 kFloatDotW: the
+// same bits as float_tile_dot on each group. Each broadcast activation then feeds both groups'
+// fmas (one load per two fmas instead of one). Null where an ISA has none: per group.
 
 // ---- the KQuant family x Q8_K activations -----------------------------------------------------
 // Most activation rows one dot call handles; the weight row is decoded once for all.
