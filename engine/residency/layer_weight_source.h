@@ -91,8 +91,7 @@ class LayerWeightSource {
   virtual const kernels::WeightMatrix& output() const = 0;
   // Token `id`'s embedding row (row_bytes(type, cols) of token_embedding(), the file's
   // layout): a pointer into memory, or into `scratch` (that many bytes) after a read or a
-  // copy out of a Tiled table. An
-  // Error names the file when the read fails. Engine thread.
+  // copy out of a Tiled table. An Error names the file when the read fails. Engine thread.
   virtual Result<const uint8_t*> embedding_row(int32_t id, uint8_t* scratch) const {
     const kernels::WeightMatrix& m = token_embedding();
     if (m.layout == kernels::WeightLayout::Tiled) {  // a tied float output matrix, retiled
