@@ -367,10 +367,18 @@ void bench_gdn_prefill(benchmark::State& state, Isa isa) {
 
 // The machine probe's DRAM read loops over 512 MiB split between the pool's threads, the bound
 // the GEMV rows compare with (weight_bytes/s), measured in the same process:
-// dram_read/probe with software prefetch (where the ISA has one), dram_read/plain without.
-// `spillway bench` takes the faster of the two; on the Zen 5 development VM that is usually
-// the plain loop, by 10-15% (bench/README.md, "Longer runs for the two GEMV streams").
-void bench_dram_read(benchmark::State& state, bool plain) {
+// The probe's DRAM read loops over 512 MiB on the pool's threads (machine_probe.h):
+// dram_read/plain, dram_read/prefetch (software prefetch, where the ISA has it) and
+// dram_read/streams (four parts of each thread's share read side by side). `spillway bench`
+// takes the fastest; on the Zen 5 development VM that is the streams loop, by 10-35% over
+// the plain one (bench/README.md, "The probe reads four streams per thread").
+enum class DramRead { Plain, Prefetch, Streams };
+// The active ISA's loop of that kind; null where it has none.
+auto dram_read_loop(DramRead kind) {
+  const ProbeLoops& loops = probe_loops(active_isa());
+  return kind == DramRead::Prefetch ? loops.read_prefetch : kind == DramRead::Streams ? loops.read_streams : loops.read;
+}
+void bench_dram_read(benchmark::State& state, DramRead kind) {
   const size_t bytes = size_t{512} << 20;
   static AlignedBytes buffer(bytes);
   static bool touched = false;
@@ -380,8 +388,7 @@ void bench_dram_read(benchmark::State& state, bool plain) {
     });
     touched = true;
   }
-  const ProbeLoops& loops = probe_loops(active_isa());
-  const auto read = loops.read_prefetch && !plain ? loops.read_prefetch : loops.read;
+  const auto read = dram_read_loop(kind);
   const size_t per_thread = bytes / size_t(bench_pool().size()) / 256 * 256;
   std::vector<uint64_t> sinks(size_t(bench_pool().size()));
   for (auto _ : state) {
@@ -393,8 +400,12 @@ void bench_dram_read(benchmark::State& state, bool plain) {
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("dram_read/probe", bench_dram_read, false)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("dram_read/plain", bench_dram_read, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (const auto& [name, kind] : {std::pair{"dram_read/plain", DramRead::Plain},
+                                    std::pair{"dram_read/prefetch", DramRead::Prefetch},
+                                    std::pair{"dram_read/streams", DramRead::Streams}}) {
+    if (dram_read_loop(kind) == nullptr) continue;
+    benchmark::RegisterBenchmark(name, bench_dram_read, kind)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
   constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                               DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   constexpr int64_t kShapes[][2] = {{2048, 2048}, {5632, 2048}};

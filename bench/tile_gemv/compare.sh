@@ -5,7 +5,8 @@
 # build/rel/bench/ from the two commits). ROUNDS (default 3) rounds of:
 #  1. bench_kernels, probe and GEMV interleaved in one process (the pool's threads; set
 #     SPILLWAY_BENCH_THREADS), each GEMV's weight read rate and its ratio to that process's
-#     DRAM probe: matmul/(F16|Q8_0|Q4_0)/ISA/m:1/5632x2048;
+#     DRAM probe (the fastest of its dram_read loops, as `spillway bench` takes):
+#     matmul/(F16|Q8_0|Q4_0)/ISA/m:1/5632x2048;
 #  2. bench_gemv_count, one thread, CPU time per call (5632x2048, weight copies cycled through
 #     512 MiB so they stream from DRAM), Q4_0 and Q8_0 tiled, m = 1 and 16.
 # Old and new alternate inside every round. Wall time is meaningless on a loaded machine (the
@@ -20,7 +21,7 @@ for round in $(seq "$rounds"); do
     SPILLWAY_ISA=$isa "$dir/bench_kernels" --benchmark_min_time=0.3 \
       --benchmark_filter="dram_read|matmul/(F16|Q8_0|Q4_0)/$isa/m:1/5632" 2> /dev/null |
       awk -v tag="$tag" -v r="$round" '
-        /^dram_read/ { match($0, /bytes\/s=[0-9.]+/); probe = substr($0, RSTART + 8, RLENGTH - 8) }
+        /^dram_read/ { match($0, /bytes\/s=[0-9.]+/); v = substr($0, RSTART + 8, RLENGTH - 8) + 0; if (v > probe) probe = v }
         /^matmul/ { split($1, p, "/"); match($0, /weight_bytes\/s=[0-9.]+/); v = substr($0, RSTART + 15, RLENGTH - 15)
                     line = line sprintf(" %s %.1f GB/s (%.0f%%)", p[2], v, 100 * v / probe) }
         END { printf "round %s %s: probe %.1f GB/s,%s\n", r, tag, probe, line }'

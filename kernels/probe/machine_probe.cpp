@@ -92,7 +92,7 @@ double peak(ThreadPool& pool, uint64_t (*loop)(int64_t, Sink*), const ProbeOptio
 }  // namespace
 
 const ProbeLoops& probe_loops(Isa isa) {
-  static const ProbeLoops scalar = {read_scalar, nullptr, int8_scalar, nullptr, fp32_scalar};
+  static const ProbeLoops scalar = {read_scalar, nullptr, nullptr, int8_scalar, nullptr, fp32_scalar};
   switch (isa) {
     case Isa::Avx512: return probe_loops_avx512();
     case Isa::Avx2: return probe_loops_avx2();
@@ -123,7 +123,7 @@ MachinePeaks probe_machine(ThreadPool& pool, const ProbeOptions& o) {
     });
     std::vector<uint64_t> sinks(pool.size());
     for (int r = 0; r < o.repeats; ++r) {
-      for (auto read : {loops.read, loops.read_prefetch}) {
+      for (auto read : {loops.read, loops.read_prefetch, loops.read_streams}) {
         if (!read) continue;
         auto t = Clock::now();
         sinks[0] ^= read(buffer, bytes);

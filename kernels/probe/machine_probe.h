@@ -3,8 +3,8 @@
 // shared and noisy: ratios measured together are what compare).
 //
 // - DRAM read bandwidth: streaming vector loads over a buffer much larger than the caches,
-//   on one thread and on every pool thread; the better of plain loads and loads with
-//   software prefetch.
+//   on one thread and on every pool thread; the best of plain loads, loads with software
+//   prefetch, and four streams read side by side.
 // - int8 multiply-accumulate peak: vpdpbusd (AVX-512 VNNI), else vpmaddubsw + vpmaddwd
 //   (AVX2), as the quantized dot kernels use.
 // - bf16 peak: vdpbf16ps (AVX-512 BF16); 0 where the CPU lacks it.
@@ -53,9 +53,13 @@ size_t probe_buffer_bytes_for(int64_t spare_bytes);
 // each MAC adds 1 * 3; bf16 and fp32: each adds ~1e-3 * 2e-3 resp. 1e-3 * 0.999).
 struct ProbeLoops {
   uint64_t (*read)(const uint8_t* p, size_t n) = nullptr;
-  // The same with software prefetches ahead of the loads (null: none). The probe reports the
-  // faster of the two, so kernels that prefetch are compared with what prefetching reaches.
+  // The same with software prefetches ahead of the loads (null: none).
   uint64_t (*read_prefetch)(const uint8_t* p, size_t n) = nullptr;
+  // The same bytes as four equal parts read side by side (null: none): several sequential
+  // streams keep more lines in flight than one, as the kernels' two weight streams a thread
+  // do. The probe reports the fastest of the read loops, so a kernel is compared with the
+  // most this machine's memory delivers to any of them.
+  uint64_t (*read_streams)(const uint8_t* p, size_t n) = nullptr;
   uint64_t (*int8_macs)(int64_t iterations, uint32_t* sink) = nullptr;
   uint64_t (*bf16_macs)(int64_t iterations, float* sink) = nullptr;  // null: unsupported
   uint64_t (*fp32_macs)(int64_t iterations, float* sink) = nullptr;

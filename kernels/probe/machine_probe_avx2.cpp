@@ -9,6 +9,7 @@ namespace spillway::kernels {
 namespace {
 
 using probe::hide_values;
+using probe::kReadStreams;
 using probe::sum_lanes;
 
 constexpr int kChains = 10;
@@ -23,6 +24,29 @@ uint64_t read_avx2(const uint8_t* p, size_t n) {
   }
   const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
   return sum_lanes<uint64_t>(x);
+}
+
+// As read_streams_avx512 (machine_probe_avx512.cpp), with 256-bit loads.
+uint64_t read_streams_avx2(const uint8_t* p, size_t n) {
+  const size_t part = n / kReadStreams / 256 * 256;
+  __m256i acc[kReadStreams];
+  for (auto& v : acc) v = _mm256_setzero_si256();
+  auto load = [](const uint8_t* q) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(q)); };
+  for (size_t i = 0; i < part; i += 256) {
+#pragma GCC unroll 8
+    for (int s = 0; s < kReadStreams; ++s) {
+      const uint8_t* q = p + size_t(s) * part + i;
+      __m256i x = _mm256_xor_si256(load(q), load(q + 32));
+      x = _mm256_xor_si256(x, _mm256_xor_si256(load(q + 64), load(q + 96)));
+      x = _mm256_xor_si256(x, _mm256_xor_si256(load(q + 128), load(q + 160)));
+      x = _mm256_xor_si256(x, _mm256_xor_si256(load(q + 192), load(q + 224)));
+      acc[s] = _mm256_xor_si256(acc[s], x);
+    }
+  }
+  __m256i x = acc[0];
+#pragma GCC unroll 8
+  for (int s = 1; s < kReadStreams; ++s) x = _mm256_xor_si256(x, acc[s]);
+  return sum_lanes<uint64_t>(x) ^ read_avx2(p + kReadStreams * part, n - kReadStreams * part);
 }
 
 // The AVX2 quantized dot: maddubs (u8 x s8 -> s16 pairs), madd with ones (-> s32), add.
@@ -65,7 +89,7 @@ uint64_t fp32_avx2(int64_t iterations, float* sink) {
 }  // namespace
 
 const ProbeLoops& probe_loops_avx2() {
-  static const ProbeLoops loops = {read_avx2, nullptr, int8_avx2, nullptr, fp32_avx2};
+  static const ProbeLoops loops = {read_avx2, nullptr, read_streams_avx2, int8_avx2, nullptr, fp32_avx2};
   return loops;
 }
 

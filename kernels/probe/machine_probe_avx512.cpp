@@ -10,6 +10,7 @@ namespace spillway::kernels {
 namespace {
 
 using probe::hide_values;
+using probe::kReadStreams;
 using probe::sum_lanes;
 
 constexpr int kChains = 12;  // enough independent accumulators to cover latency x ports
@@ -38,6 +39,29 @@ uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
   }
   const __m512i x = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
   return sum_lanes<uint64_t>(x);
+}
+
+// kReadStreams equal parts of the buffer read side by side, 256 bytes of each in turn (the
+// rest, under kReadStreams x 256 bytes, after them). Each part is a stream the hardware
+// prefetchers follow on their own; on the Zen 5 development VM four streams per thread read
+// 20-35% faster than one (bench/README.md, "The probe reads four streams per thread").
+uint64_t read_streams_avx512(const uint8_t* p, size_t n) {
+  const size_t part = n / kReadStreams / 256 * 256;
+  __m512i acc[kReadStreams];
+  for (auto& v : acc) v = _mm512_setzero_si512();
+  for (size_t i = 0; i < part; i += 256) {
+#pragma GCC unroll 8
+    for (int s = 0; s < kReadStreams; ++s) {
+      const uint8_t* q = p + size_t(s) * part + i;
+      const __m512i x = _mm512_xor_si512(_mm512_load_si512(q), _mm512_load_si512(q + 64));
+      const __m512i y = _mm512_xor_si512(_mm512_load_si512(q + 128), _mm512_load_si512(q + 192));
+      acc[s] = _mm512_xor_si512(acc[s], _mm512_xor_si512(x, y));
+    }
+  }
+  __m512i x = acc[0];
+#pragma GCC unroll 8
+  for (int s = 1; s < kReadStreams; ++s) x = _mm512_xor_si512(x, acc[s]);
+  return sum_lanes<uint64_t>(x) ^ read_avx512(p + kReadStreams * part, n - kReadStreams * part);
 }
 
 uint64_t int8_avx512(int64_t iterations, uint32_t* sink) {
@@ -92,7 +116,8 @@ uint64_t fp32_avx512(int64_t iterations, float* sink) {
 }  // namespace
 
 const ProbeLoops& probe_loops_avx512() {
-  static const ProbeLoops loops = {read_avx512, read_prefetch_avx512, int8_avx512, bf16_avx512, fp32_avx512};
+  static const ProbeLoops loops = {read_avx512, read_prefetch_avx512, read_streams_avx512,
+                                   int8_avx512, bf16_avx512, fp32_avx512};
   return loops;
 }
 

@@ -9,6 +9,9 @@
 namespace spillway::kernels::probe {
 namespace {
 
+// Streams of the read_streams loops (machine_probe.h): eight measured the same as four.
+constexpr int kReadStreams = 4;
+
 // Makes the compiler forget that the accumulators start out equal, so it keeps N
 // independent chains (identical chains would be merged into one, a latency-bound loop), and
 // the unrolled chain loops keep every accumulator in a register.

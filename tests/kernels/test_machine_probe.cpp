@@ -39,15 +39,22 @@ TEST_P(ProbeLoopsTest, FloatLoopsCountWhatTheyCompute) {
 
 TEST_P(ProbeLoopsTest, ReadLoopFoldsEveryByte) {
   const ProbeLoops& loops = probe_loops(GetParam());
-  for (auto read : {loops.read, loops.read_prefetch}) {
+  for (auto read : {loops.read, loops.read_prefetch, loops.read_streams}) {
     if (!read) continue;
-    const size_t n = 4096;
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
-    std::fill(p, p + n, 0);
-    const uint64_t zero = read(p, n);
-    p[n - 1] = 0x80;  // the last byte must reach the result
-    EXPECT_NE(read(p, n), zero);
-    std::free(p);
+    // 4096: the streams loop's four parts exactly; 4096 + 768: three 256-byte blocks left
+    // after its parts.
+    for (const size_t n : {size_t{4096}, size_t{4096 + 768}}) {
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
+      std::fill(p, p + n, 0);
+      const uint64_t zero = read(p, n);
+      // The first, a middle and the last byte each reach the result (every part and the rest).
+      for (const size_t at : {size_t{0}, n / 2 + 5, n - 1}) {
+        p[at] = 0x80;
+        EXPECT_NE(read(p, n), zero) << "n " << n << ", byte " << at;
+        p[at] = 0;
+      }
+      std::free(p);
+    }
   }
 }
 
