@@ -366,12 +366,11 @@ void bench_gdn_prefill(benchmark::State& state, Isa isa) {
 }
 
 // The machine probe's DRAM read loops over 512 MiB split between the pool's threads, the bound
-// the GEMV rows compare with (weight_bytes/s), measured in the same process:
-// The probe's DRAM read loops over 512 MiB on the pool's threads (machine_probe.h):
+// the GEMV rows compare with (weight_bytes/s), measured in the same process (machine_probe.h):
 // dram_read/plain, dram_read/prefetch (software prefetch, where the ISA has it) and
 // dram_read/streams (four parts of each thread's share read side by side). `spillway bench`
-// takes the fastest; on the Zen 5 development VM that is the streams loop, by 10-35% over
-// the plain one (bench/README.md, "The probe reads four streams per thread").
+// takes the fastest; on the Zen 5 development VM that is usually the streams loop, by up to
+// a third over the plain one (bench/README.md, "The probe reads four streams per thread").
 enum class DramRead { Plain, Prefetch, Streams };
 // The active ISA's loop of that kind; null where it has none.
 auto dram_read_loop(DramRead kind) {

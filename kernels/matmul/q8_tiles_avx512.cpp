@@ -117,8 +117,9 @@ void tile_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const 
 // tile_dot_block<kQ4, 1> computes it (the same integer block sums, the same float steps).
 // The two blocks advance together one code vector at a time, each step also issuing one of
 // each block's prefetch lines (q8_tile_prefetch's lines, as far ahead): the loop that issued
-// a block's prefetches all before its loads read DRAM 5-10% slower (bench/README.md, "The
-// probe reads four streams per thread").
+// a block's prefetches all before its loads streamed Q8_0 from DRAM a few percent slower
+// (bench/README.md, "The probe reads four streams per thread; the Q8_0 / Q4_0 pair kernel
+// interleaves its blocks").
 template <bool kQ4>
 void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], int64_t nb, const Q8Group& x,
                    float* const y[2]) {

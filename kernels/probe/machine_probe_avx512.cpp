@@ -44,7 +44,7 @@ uint64_t read_prefetch_avx512(const uint8_t* p, size_t n) {
 // kReadStreams equal parts of the buffer read side by side, 256 bytes of each in turn (the
 // rest, under kReadStreams x 256 bytes, after them). Each part is a stream the hardware
 // prefetchers follow on their own; on the Zen 5 development VM four streams per thread read
-// 20-35% faster than one (bench/README.md, "The probe reads four streams per thread").
+// up to a third faster than one (bench/README.md, "The probe reads four streams per thread").
 uint64_t read_streams_avx512(const uint8_t* p, size_t n) {
   const size_t part = n / kReadStreams / 256 * 256;
   __m512i acc[kReadStreams];

@@ -47,8 +47,9 @@ TEST_P(ProbeLoopsTest, ReadLoopFoldsEveryByte) {
       auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
       std::fill(p, p + n, 0);
       const uint64_t zero = read(p, n);
-      // The first, a middle and the last byte each reach the result (every part and the rest).
-      for (const size_t at : {size_t{0}, n / 2 + 5, n - 1}) {
+      // A byte in each quarter and the last byte (in the rest, where there is one) each
+      // reach the result.
+      for (const size_t at : {size_t{0}, n / 4 + 1, n / 2 + 5, 3 * n / 4 + 7, n - 1}) {
         p[at] = 0x80;
         EXPECT_NE(read(p, n), zero) << "n " << n << ", byte " << at;
         p[at] = 0;
