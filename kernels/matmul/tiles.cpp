@@ -12,6 +12,10 @@ namespace spillway::kernels {
 
 namespace {
 
+// F32 / F16 / BF16, whose Tiled layout is groups of kFloatDotW rows with value k of row r at
+// kFloatDotW * k + r (the others' tiles are kTileRows rows of blocks).
+bool float_weights(DType t) { return block_elems(t) == 1; }
+
 // The four code bytes of group g of a block, as one little-endian word.
 uint32_t q8_0_group(const BlockQ8_0& b, int g) {
   uint32_t v;
@@ -95,13 +99,13 @@ void pack_tile(DType t, const uint8_t* rows, size_t row_bytes, int n_rows, int64
 
 size_t retile_scratch_bytes(DType t, int64_t cols) {
   if (!has_tiled_layout(t, cols)) return 0;
-  return size_t(tile_groups(t) > 0 || has_kquant_tiles(t) ? kTileRows : kFloatDotW) * size_t(row_bytes(t, cols));
+  return size_t(float_weights(t) ? kFloatDotW : kTileRows) * size_t(row_bytes(t, cols));
 }
 
 void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scratch) {
   assert(has_tiled_layout(t, cols));
   const size_t rb = size_t(row_bytes(t, cols));
-  if (tile_groups(t) == 0 && !has_kquant_tiles(t)) {  // float weights: value k of row r at kFloatDotW * k + r
+  if (float_weights(t)) {
     auto retile = [&]<class E>(E*) {
       auto* base = static_cast<E*>(data);
       auto* copy = static_cast<E*>(scratch);
@@ -139,7 +143,7 @@ void retile_in_place(DType t, void* data, int64_t rows, int64_t cols, void* scra
   }
 }
 
-bool tiled_rows_readable(DType t) { return tile_groups(t) == 0 && !has_kquant_tiles(t) && block_elems(t) == 1; }
+bool tiled_rows_readable(DType t) { return float_weights(t); }
 
 void read_tiled_row(DType t, const void* data, int64_t rows, int64_t cols, int64_t r, void* out) {
   assert(tiled_rows_readable(t) && r < rows);
