@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,6 +151,99 @@ void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type,
   state.counters["ops/s"] = benchmark::Counter(2.0 * double(m) * double(rows) * double(cols),
                                                benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = bench_pool().size();
+}
+
+// A decode step's weight reads without the model: the matmuls of a TinyLlama-shaped step (22
+// layers of qkv 2560x2048, wo 2048x2048, gate + up 2 x 5632x2048 in one matmul_multi, down
+// 2048x5632; then the 32000x2048 output), every matrix its own copy (1.1 GB of Q8_0), in the
+// order the forward pass runs them, one GEMV (m = 1) each. Against it, the same bytes read
+// with the probe's streams loop (dram_read/streams) one pool call per matmul (each thread its
+// share of each matrix, as a GEMV), and in a single pool call (each thread its share of every
+// matrix in turn, no barrier between matrices). So: matmul against read_per_matmul is the GEMV
+// kernels' cost over a plain read; read_per_matmul against read_once is what the barriers
+// between matmuls cost (bench/README.md, "A decode step's matmuls without the model").
+enum class StepRead { Matmul, ReadPerMatmul, ReadOnce };
+
+struct StepWeights {
+  std::vector<std::unique_ptr<AlignedBytes>> store;
+  std::vector<WeightMatrix> layers;  // [layer][qkv, wo, gate, up, down]
+  WeightMatrix output{};
+};
+constexpr int64_t kStepLayers = 22, kStepEmbd = 2048, kStepFf = 5632, kStepQkv = 2560, kStepVocab = 32000;
+constexpr int kStepMatrices = 5;
+
+// Built once per type (about 10 s for Q8_0 on one thread). The weights are 64 random rows
+// repeated (the GEMV's work does not depend on the values), retiled as the engine keeps them.
+const StepWeights& step_weights(DType type) {
+  static std::map<DType, StepWeights> built;
+  StepWeights& sw = built[type];
+  if (!sw.layers.empty()) return sw;
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    const int64_t rb = row_bytes(type, cols);
+    sw.store.push_back(std::make_unique<AlignedBytes>(size_t(rb * rows)));
+    uint8_t* data = sw.store.back()->data;
+    const std::vector<float> values = random_floats(size_t(cols) * 64, uint32_t(rows + cols));
+    for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + (r % 64) * cols, data + r * rb, cols);
+    std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
+    retile_in_place(type, data, rows, cols, scratch.data());
+    return WeightMatrix{type, data, rows, cols, WeightLayout::Tiled};
+  };
+  const int64_t shapes[kStepMatrices][2] = {
+      {kStepQkv, kStepEmbd}, {kStepEmbd, kStepEmbd}, {kStepFf, kStepEmbd}, {kStepFf, kStepEmbd}, {kStepEmbd, kStepFf}};
+  for (int64_t l = 0; l < kStepLayers; ++l) {
+    for (const auto& shape : shapes) sw.layers.push_back(matrix(shape[0], shape[1]));
+  }
+  sw.output = matrix(kStepVocab, kStepEmbd);
+  return sw;
+}
+
+void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
+  const StepWeights& sw = step_weights(type);
+  double bytes = 0;
+  std::vector<const WeightMatrix*> all;
+  for (const WeightMatrix& w : sw.layers) all.push_back(&w);
+  all.push_back(&sw.output);
+  for (const WeightMatrix* w : all) bytes += double(row_bytes(type, w->cols) * w->rows);
+  const std::vector<float> x = random_floats(size_t(kStepFf), 7);
+  std::vector<float> y0(kStepVocab), y1(kStepFf), y2(kStepFf);
+  AlignedBytes scratch(matmul_scratch_bytes(sw.layers[4], 1) + 64);
+  const KernelTable& kt = kernels_for(active_isa());
+  const auto read = probe_loops(active_isa()).read_streams;
+  const int threads = bench_pool().size();
+  std::vector<uint64_t> sinks(static_cast<size_t>(threads));
+  // Each thread reads its equal share of each matrix of ws, in turn.
+  auto read_shares = [&](std::span<const WeightMatrix* const> ws) {
+    bench_pool().run_on_all([&](int t) {
+      for (const WeightMatrix* w : ws) {
+        const size_t share = size_t(row_bytes(type, w->cols) * w->rows) / size_t(threads) / 256 * 256;
+        sinks[size_t(t)] ^= read(static_cast<const uint8_t*>(w->data) + share * size_t(t), share);
+      }
+    });
+  };
+  // The matrices of one matmul call (gate and up together).
+  auto step_call = [&](std::span<const WeightMatrix* const> ws) {
+    if (how == StepRead::ReadPerMatmul) return read_shares(ws);
+    float* ys[] = {ws.size() == 1 ? y0.data() : y1.data(), y2.data()};
+    matmul_multi(kt, ws, x.data(), 1, std::span(ys, ws.size()), scratch.data, bench_pool());
+  };
+  for (auto _ : state) {
+    if (how == StepRead::ReadOnce) {
+      read_shares(all);
+    } else {
+      for (int64_t l = 0; l < kStepLayers; ++l) {
+        const WeightMatrix* const* w = all.data() + l * kStepMatrices;
+        step_call(std::span(w, 1));      // qkv
+        step_call(std::span(w + 1, 1));  // wo
+        step_call(std::span(w + 2, 2));  // gate, up
+        step_call(std::span(w + 4, 1));  // down
+      }
+      step_call(std::span(&all.back(), 1));
+    }
+    benchmark::DoNotOptimize(y0.data());
+    benchmark::DoNotOptimize(sinks.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["weight_bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
@@ -436,6 +530,18 @@ void register_all() {
           }
         }
       }
+    }
+  }
+  // A decode step's matmuls without the model, and plain reads of the same bytes (the active
+  // ISA only: the comparison is about the memory, not the ISAs).
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    for (const auto& [name, how] : {std::pair{"matmul", StepRead::Matmul},
+                                    std::pair{"read_per_matmul", StepRead::ReadPerMatmul},
+                                    std::pair{"read_once", StepRead::ReadOnce}}) {
+      const std::string full = "decode_step/" + std::string(dtype_name(type)) + "/" + name;
+      benchmark::RegisterBenchmark(full.c_str(), bench_decode_step, type, how)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   // The GEMV of a narrower model: Qwen3.5-0.8B's delta-net input projection (qkv, z, b, a:
