@@ -19,7 +19,7 @@
 // in cache.
 // decode_step/*: a TinyLlama-shaped decode step's 89 GEMVs in a row, against plain reads of
 // the same 1.1 GB one pool call per matmul and in one call (what the kernels and the barriers
-// between matmuls cost; set up once per type, ~10 s).
+// between matmuls cost; built on first use, ~0.9 G values quantized on one thread per type).
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
@@ -175,8 +175,9 @@ struct StepWeights {
 constexpr int64_t kStepLayers = 22, kStepEmbd = 2048, kStepFf = 5632, kStepQkv = 2560, kStepVocab = 32000;
 constexpr int kStepMatrices = 5;
 
-// Built once per type (about 10 s for Q8_0 on one thread). The weights are 64 random rows
-// repeated (the GEMV's work does not depend on the values), retiled as the engine keeps them.
+// Built on first use, once per type (one thread quantizes ~0.9 G values). The weights are 64
+// random rows repeated (the GEMV's work does not depend on the values), retiled as the engine
+// keeps them.
 const StepWeights& step_weights(DType type) {
   static std::map<DType, StepWeights> built;
   StepWeights& sw = built[type];
@@ -214,7 +215,8 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
   const auto read = probe_loops(active_isa()).read_streams;
   const int threads = bench_pool().size();
   std::vector<uint64_t> sinks(static_cast<size_t>(threads));
-  // Each thread reads its equal share of each matrix of ws, in turn.
+  // Each thread reads its equal share of each matrix of ws, in turn (a multiple of 256 bytes:
+  // the last < 256 bytes a thread of each matrix go unread, under 50 KB of the step).
   auto read_shares = [&](std::span<const WeightMatrix* const> ws) {
     bench_pool().run_on_all([&](int t) {
       for (const WeightMatrix* w : ws) {
