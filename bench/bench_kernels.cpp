@@ -19,12 +19,14 @@
 // in cache.
 // decode_step/*: a TinyLlama-shaped decode step's 89 GEMVs in a row, against plain reads of
 // the same 1.1 GB one pool call per matmul and in one call (what the kernels and the barriers
-// between matmuls cost; built on first use, ~0.9 G values quantized on one thread per type).
+// between matmuls cost; matmul_over_read: the first two side by side, their ratio; built on
+// first use, ~0.9 G values quantized on one thread per type).
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -165,7 +167,11 @@ void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type,
 // matrix in turn, no barrier between matrices). So: matmul against read_per_matmul is the GEMV
 // kernels' cost over a plain read; read_per_matmul against read_once is what the barriers
 // between matmuls cost (bench/README.md, "A decode step's matmuls without the model").
-enum class StepRead { Matmul, ReadPerMatmul, ReadOnce };
+// matmul_over_read alternates a matmul step and a read_per_matmul step in every iteration and
+// reports both rates and their ratio: the host's DRAM rate moves by half within minutes, so
+// only a ratio of steps taken side by side is steady (bench/README.md, "The GEMV against a
+// plain read, step by step").
+enum class StepRead { Matmul, ReadPerMatmul, ReadOnce, MatmulOverRead };
 
 struct StepWeights {
   std::vector<std::unique_ptr<AlignedBytes>> store;
@@ -225,30 +231,50 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
       }
     });
   };
-  // The matrices of one matmul call (gate and up together).
-  auto step_call = [&](std::span<const WeightMatrix* const> ws) {
-    if (how == StepRead::ReadPerMatmul) return read_shares(ws);
+  // The matrices of one matmul call (gate and up together), as a GEMV or as a plain read.
+  auto step_call = [&](std::span<const WeightMatrix* const> ws, bool plain_read) {
+    if (plain_read) return read_shares(ws);
     float* ys[] = {ws.size() == 1 ? y0.data() : y1.data(), y2.data()};
     matmul_multi(kt, ws, x.data(), 1, std::span(ys, ws.size()), scratch.data, bench_pool());
   };
+  auto step = [&](bool plain_read) {
+    for (int64_t l = 0; l < kStepLayers; ++l) {
+      const WeightMatrix* const* w = all.data() + l * kStepMatrices;
+      step_call(std::span(w, 1), plain_read);      // qkv
+      step_call(std::span(w + 1, 1), plain_read);  // wo
+      step_call(std::span(w + 2, 2), plain_read);  // gate, up
+      step_call(std::span(w + 4, 1), plain_read);  // down
+    }
+    step_call(std::span(&all.back(), 1), plain_read);
+  };
+  double matmul_seconds = 0, read_seconds = 0;  // MatmulOverRead's two halves
   for (auto _ : state) {
-    if (how == StepRead::ReadOnce) {
-      read_shares(all);
-    } else {
-      for (int64_t l = 0; l < kStepLayers; ++l) {
-        const WeightMatrix* const* w = all.data() + l * kStepMatrices;
-        step_call(std::span(w, 1));      // qkv
-        step_call(std::span(w + 1, 1));  // wo
-        step_call(std::span(w + 2, 2));  // gate, up
-        step_call(std::span(w + 4, 1));  // down
+    switch (how) {
+      case StepRead::ReadOnce: read_shares(all); break;
+      case StepRead::Matmul: step(false); break;
+      case StepRead::ReadPerMatmul: step(true); break;
+      case StepRead::MatmulOverRead: {
+        const auto t0 = std::chrono::steady_clock::now();
+        step(false);
+        const auto t1 = std::chrono::steady_clock::now();
+        step(true);
+        matmul_seconds += std::chrono::duration<double>(t1 - t0).count();
+        read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+        break;
       }
-      step_call(std::span(&all.back(), 1));
     }
     benchmark::DoNotOptimize(y0.data());
     benchmark::DoNotOptimize(sinks.data());
     benchmark::ClobberMemory();
   }
-  state.counters["weight_bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  if (how != StepRead::MatmulOverRead) {
+    state.counters["weight_bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+    return;
+  }
+  const double steps = double(state.iterations());
+  state.counters["matmul_GB/s"] = bytes * steps / matmul_seconds / 1e9;
+  state.counters["read_GB/s"] = bytes * steps / read_seconds / 1e9;
+  state.counters["matmul/read"] = read_seconds / matmul_seconds;
 }
 
 // One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
@@ -542,7 +568,8 @@ void register_all() {
   for (DType type : {DType::Q8_0, DType::Q4_0}) {
     for (const auto& [name, how] : {std::pair{"matmul", StepRead::Matmul},
                                     std::pair{"read_per_matmul", StepRead::ReadPerMatmul},
-                                    std::pair{"read_once", StepRead::ReadOnce}}) {
+                                    std::pair{"read_once", StepRead::ReadOnce},
+                                    std::pair{"matmul_over_read", StepRead::MatmulOverRead}}) {
       const std::string full = "decode_step/" + std::string(dtype_name(type)) + "/" + name;
       benchmark::RegisterBenchmark(full.c_str(), bench_decode_step, type, how)
           ->Unit(benchmark::kMillisecond)
