@@ -41,6 +41,16 @@ inline void q8_tile_prefetch(const uint16_t* wd, int64_t b, size_t tile_bytes, i
   }
 }
 
+// A Q4_0 code vector's nibbles as bytes 0..15: lo, the low nibbles (elements 4g + l), hi, the
+// high ones (elements 16 + 4g + l).
+struct Nibbles {
+  __m512i lo, hi;
+};
+inline Nibbles split_nibbles(__m512i raw) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  return {_mm512_and_si512(raw, low), _mm512_and_si512(_mm512_srli_epi16(raw, 4), low)};
+}
+
 // Block sums of one tile block (codes c, activation dwords q4, corrections corr) for NX
 // activation rows: sum[i] = corr[i] + the block's products, exact int32.
 template <bool kQ4, int NX>
@@ -57,12 +67,9 @@ __attribute__((always_inline)) inline void tile_block_sums(const uint8_t* c, con
     for (int k = 1; k < kChains; ++k) acc[k][i] = _mm512_setzero_si512();
   }
   if constexpr (kQ4) {
-    const __m512i low = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 16
     for (int g = 0; g < 4; ++g) {
-      const __m512i raw = _mm512_loadu_si512(c + 64 * g);
-      const __m512i lo = _mm512_and_si512(raw, low);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+      const auto [lo, hi] = split_nibbles(_mm512_loadu_si512(c + 64 * g));
       const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
 #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) {
@@ -134,7 +141,6 @@ void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], i
   const int32_t* corr = x.corr;
   const char* const ahead[2] = {reinterpret_cast<const char*>(wd[0]) + kTilePrefetchBytes,
                                 reinterpret_cast<const char*>(wd[1]) + kTilePrefetchBytes};
-  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b, q4 += 8 * kTileActs, xd += kTileActs, corr += kTileActs) {
     __m512i acc[2][kChains];
 #pragma GCC unroll 2
@@ -151,7 +157,7 @@ void tile_dot_pair(const uint16_t* const wd[2], const uint8_t* const codes[2], i
         const __m512i raw = _mm512_loadu_si512(codes[s] + b * kCodeBytes + 64 * g);
         if constexpr (kQ4) {
           const int klo = (2 * g) % kChains, khi = (2 * g + 1) % kChains;
-          const __m512i lo = _mm512_and_si512(raw, low), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+          const auto [lo, hi] = split_nibbles(raw);
           acc[s][klo] = _mm512_dpbusd_epi32(acc[s][klo], lo, _mm512_set1_epi32(q4[g * kTileActs]));
           acc[s][khi] = _mm512_dpbusd_epi32(acc[s][khi], hi, _mm512_set1_epi32(q4[(g + 4) * kTileActs]));
         } else {
@@ -213,15 +219,14 @@ void tile2_dot_block(const uint16_t* wd, const uint8_t* codes, int64_t nb, const
 #pragma GCC unroll 4
       for (int i = 0; i < n; ++i) acc[0][i] = acc[1][i] = _mm512_set1_epi32(corr[i0 + i]);
       if constexpr (kQ4) {
-        const __m512i low = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {
           __m512i lo[2], hi[2];
 #pragma GCC unroll 2
           for (int t = 0; t < 2; ++t) {
-            const __m512i raw = _mm512_loadu_si512(codes2[t] + b * kCodeBytes + 64 * g);
-            lo[t] = _mm512_and_si512(raw, low);
-            hi[t] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+            const Nibbles nibbles = split_nibbles(_mm512_loadu_si512(codes2[t] + b * kCodeBytes + 64 * g));
+            lo[t] = nibbles.lo;
+            hi[t] = nibbles.hi;
           }
 #pragma GCC unroll 4
           for (int i = 0; i < n; ++i) {
