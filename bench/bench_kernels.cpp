@@ -173,6 +173,16 @@ void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type,
 // plain read, step by step").
 enum class StepRead { Matmul, ReadPerMatmul, ReadOnce, MatmulOverRead };
 
+// One thread's share of a buffer read with a probe loop, as the probe splits its buffer:
+// bytes / threads rounded down to the loops' 256-byte step, thread t at t x share (the last
+// < 256 x threads bytes go unread).
+using ReadLoop = uint64_t (*)(const uint8_t* p, size_t n);
+size_t thread_share_bytes(size_t bytes, int threads) { return bytes / size_t(threads) / 256 * 256; }
+uint64_t read_thread_share(ReadLoop read, const uint8_t* data, size_t bytes, int t, int threads) {
+  const size_t share = thread_share_bytes(bytes, threads);
+  return read(data + share * size_t(t), share);
+}
+
 struct StepWeights {
   std::vector<std::unique_ptr<AlignedBytes>> store;
   std::vector<WeightMatrix> layers;  // [layer][qkv, wo, gate, up, down]
@@ -221,13 +231,13 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
   const auto read = probe_loops(active_isa()).read_streams;
   const int threads = bench_pool().size();
   std::vector<uint64_t> sinks(static_cast<size_t>(threads));
-  // Each thread reads its equal share of each matrix of ws, in turn (a multiple of 256 bytes:
-  // the last < 256 bytes a thread of each matrix go unread, under 50 KB of the step).
+  // Each thread reads its share of each matrix of ws, in turn (the unread tails: under 50 KB
+  // of the step).
   auto read_shares = [&](std::span<const WeightMatrix* const> ws) {
     bench_pool().run_on_all([&](int t) {
       for (const WeightMatrix* w : ws) {
-        const size_t share = size_t(row_bytes(type, w->cols) * w->rows) / size_t(threads) / 256 * 256;
-        sinks[size_t(t)] ^= read(static_cast<const uint8_t*>(w->data) + share * size_t(t), share);
+        sinks[size_t(t)] ^= read_thread_share(read, static_cast<const uint8_t*>(w->data),
+                                              size_t(row_bytes(type, w->cols) * w->rows), t, threads);
       }
     });
   };
@@ -512,14 +522,14 @@ void bench_dram_read(benchmark::State& state, DramRead kind) {
     });
     touched = true;
   }
-  const auto read = dram_read_loop(kind);
-  const size_t per_thread = bytes / size_t(bench_pool().size()) / 256 * 256;
-  std::vector<uint64_t> sinks(size_t(bench_pool().size()));
+  const ReadLoop read = dram_read_loop(kind);
+  const int threads = bench_pool().size();
+  std::vector<uint64_t> sinks(static_cast<size_t>(threads));
   for (auto _ : state) {
-    bench_pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read(buffer.data + per_thread * size_t(t), per_thread); });
+    bench_pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read_thread_share(read, buffer.data, bytes, t, threads); });
     benchmark::DoNotOptimize(sinks.data());
   }
-  state.counters["bytes/s"] = benchmark::Counter(double(per_thread * size_t(bench_pool().size())),
+  state.counters["bytes/s"] = benchmark::Counter(double(thread_share_bytes(bytes, threads) * size_t(threads)),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
