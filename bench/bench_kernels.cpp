@@ -167,8 +167,8 @@ void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type,
 // matrix in turn, no barrier between matrices). So: matmul against read_per_matmul is the GEMV
 // kernels' cost over a plain read; read_per_matmul against read_once is what the barriers
 // between matmuls cost (bench/README.md, "A decode step's matmuls without the model").
-// matmul_over_read alternates a matmul step and a read_per_matmul step in every iteration and
-// reports both rates and their ratio: the host's DRAM rate moves by half within minutes, so
+// matmul_over_read runs a matmul step and a read_per_matmul step in every iteration (in turn
+// first) and reports both rates and their ratio: the host's DRAM rate moves by half within minutes, so
 // only a ratio of steps taken side by side is steady (bench/README.md, "The GEMV against a
 // plain read, step by step").
 enum class StepRead { Matmul, ReadPerMatmul, ReadOnce, MatmulOverRead };
@@ -258,18 +258,21 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
     step_call(std::span(&all.back(), 1), plain_read);
   };
   double matmul_seconds = 0, read_seconds = 0;  // MatmulOverRead's two halves
+  bool read_first = false;
   for (auto _ : state) {
     switch (how) {
       case StepRead::ReadOnce: read_shares(all); break;
       case StepRead::Matmul: step(false); break;
       case StepRead::ReadPerMatmul: step(true); break;
       case StepRead::MatmulOverRead: {
-        const auto t0 = std::chrono::steady_clock::now();
-        step(false);
-        const auto t1 = std::chrono::steady_clock::now();
-        step(true);
-        matmul_seconds += std::chrono::duration<double>(t1 - t0).count();
-        read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+        // Which goes first alternates, so neither always follows the other.
+        for (bool plain_read : {read_first, !read_first}) {
+          const auto t0 = std::chrono::steady_clock::now();
+          step(plain_read);
+          (plain_read ? read_seconds : matmul_seconds) +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        read_first = !read_first;
         break;
       }
     }
