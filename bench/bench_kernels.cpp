@@ -168,9 +168,9 @@ void bench_matmul(benchmark::State& state, Isa isa, bool one_stream, DType type,
 // kernels' cost over a plain read; read_per_matmul against read_once is what the barriers
 // between matmuls cost (bench/README.md, "A decode step's matmuls without the model").
 // matmul_over_read runs a matmul step and a read_per_matmul step in every iteration (in turn
-// first) and reports both rates and their ratio: the host's DRAM rate moves by half within minutes, so
-// only a ratio of steps taken side by side is steady (bench/README.md, "The GEMV against a
-// plain read, step by step").
+// first) and reports both rates and their ratio: the host's DRAM rate moves by half within
+// minutes, so only a ratio of steps taken side by side is steady (bench/README.md, "The GEMV
+// against a plain read, step by step").
 enum class StepRead { Matmul, ReadPerMatmul, ReadOnce, MatmulOverRead };
 
 // One thread's share of a buffer read with a probe loop, as the probe splits its buffer:
@@ -219,11 +219,12 @@ const StepWeights& step_weights(DType type) {
 
 void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
   const StepWeights& sw = step_weights(type);
+  auto matrix_bytes = [&](const WeightMatrix* w) { return size_t(row_bytes(type, w->cols) * w->rows); };
   double bytes = 0;
   std::vector<const WeightMatrix*> all;
   for (const WeightMatrix& w : sw.layers) all.push_back(&w);
   all.push_back(&sw.output);
-  for (const WeightMatrix* w : all) bytes += double(row_bytes(type, w->cols) * w->rows);
+  for (const WeightMatrix* w : all) bytes += double(matrix_bytes(w));
   const std::vector<float> x = random_floats(size_t(kStepFf), 7);
   std::vector<float> y0(kStepVocab), y1(kStepFf), y2(kStepFf);
   AlignedBytes scratch(matmul_scratch_bytes(sw.layers[4], 1) + 64);
@@ -236,8 +237,7 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
   auto read_shares = [&](std::span<const WeightMatrix* const> ws) {
     bench_pool().run_on_all([&](int t) {
       for (const WeightMatrix* w : ws) {
-        sinks[size_t(t)] ^= read_thread_share(read, static_cast<const uint8_t*>(w->data),
-                                              size_t(row_bytes(type, w->cols) * w->rows), t, threads);
+        sinks[size_t(t)] ^= read_thread_share(read, static_cast<const uint8_t*>(w->data), matrix_bytes(w), t, threads);
       }
     });
   };
@@ -529,7 +529,8 @@ void bench_dram_read(benchmark::State& state, DramRead kind) {
   const int threads = bench_pool().size();
   std::vector<uint64_t> sinks(static_cast<size_t>(threads));
   for (auto _ : state) {
-    bench_pool().run_on_all([&](int t) { sinks[size_t(t)] ^= read_thread_share(read, buffer.data, bytes, t, threads); });
+    bench_pool().run_on_all(
+        [&](int t) { sinks[size_t(t)] ^= read_thread_share(read, buffer.data, bytes, t, threads); });
     benchmark::DoNotOptimize(sinks.data());
   }
   state.counters["bytes/s"] = benchmark::Counter(double(thread_share_bytes(bytes, threads) * size_t(threads)),
