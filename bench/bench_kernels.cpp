@@ -412,16 +412,20 @@ void bench_quantize_q8(benchmark::State& state, Isa isa, int64_t n) {
 }
 
 // One decode token through the gated delta net of a Qwen3.5-0.8B-shaped model: 18 layers x 16
-// value heads of 128 x 128 f32 states (19 MiB, more than the caches hold), double-buffered as
-// the engine keeps them, the heads split over the pool. state_bytes/s counts one read and one
-// write of every state.
-void bench_gdn_decode(benchmark::State& state, Isa isa) {
+// value heads of 128 x 128 f32 states (19 MiB), the heads split over the pool. The states rotate
+// through `sets` copies: iteration i reads copy i % sets and writes copy (i + 1) % sets, or
+// (in_place) updates copy i % sets where it is, as the engine's steps that keep no undo do.
+// sets = 2 is the engine's double buffer of one sequence; 8 copies (151 MiB) make every
+// iteration's states cold, as a model step's weights leave them. state_bytes/s counts one read
+// and one write of every state.
+void bench_gdn_decode(benchmark::State& state, Isa isa, int sets, bool in_place) {
   const KernelTable& kt = kernels_for(isa);
   constexpr int kHeads = 18 * 16, kDim = 128;
   constexpr size_t kStateFloats = size_t(kDim) * kDim;
-  static AlignedBytes buffers(2 * kHeads * kStateFloats * sizeof(float));
+  const size_t set_floats = kHeads * kStateFloats;
+  AlignedBytes buffers(size_t(sets) * set_floats * sizeof(float));
   float* states = reinterpret_cast<float*>(buffers.data);
-  std::memset(states, 0, 2 * kHeads * kStateFloats * sizeof(float));
+  std::memset(states, 0, size_t(sets) * set_floats * sizeof(float));
   const std::vector<float> qkv = random_floats(3 * kDim, 11);
   std::vector<float> qk(2 * kDim);
   for (int i = 0; i < 2 * kDim; ++i) qk[size_t(i)] = qkv[size_t(i)] / 12.0f;  // about unit norm
@@ -429,11 +433,12 @@ void bench_gdn_decode(benchmark::State& state, Isa isa) {
   std::vector<float> out(size_t(kHeads) * kDim);
   int which = 0;
   for (auto _ : state) {
+    const int next = in_place ? which : (which + 1) % sets;
     bench_pool().parallel_for(kHeads, [&](int64_t begin, int64_t end) {
       for (int64_t h = begin; h < end; ++h) {
         GatedDeltaNetArgs a;
-        a.state_in = states + (size_t(which) * kHeads + size_t(h)) * kStateFloats;
-        a.state_out = states + (size_t(which ^ 1) * kHeads + size_t(h)) * kStateFloats;
+        a.state_in = states + size_t(which) * set_floats + size_t(h) * kStateFloats;
+        a.state_out = states + size_t(next) * set_floats + size_t(h) * kStateFloats;
         a.dk = a.dv = kDim;
         a.n_tokens = 1;
         a.q = qk.data();
@@ -450,7 +455,7 @@ void bench_gdn_decode(benchmark::State& state, Isa isa) {
         kt.gated_delta_net(a);
       }
     });
-    which ^= 1;
+    which = (which + 1) % sets;
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["state_bytes/s"] = benchmark::Counter(2.0 * kHeads * kStateFloats * sizeof(float),
@@ -610,7 +615,13 @@ void register_all() {
   }
   for (Isa isa : supported_isas()) {
     const std::string name = "gdn_decode/" + std::string(isa_name(isa)) + "/0.8b";
-    benchmark::RegisterBenchmark(name.c_str(), bench_gdn_decode, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(name.c_str(), bench_gdn_decode, isa, 2, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (bool in_place : {false, true}) {
+      const std::string cold = name + (in_place ? "/cold:in_place" : "/cold:double_buffered");
+      benchmark::RegisterBenchmark(cold.c_str(), bench_gdn_decode, isa, 8, in_place)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
     const std::string prefill = "gdn_prefill/" + std::string(isa_name(isa)) + "/0.8b";
     benchmark::RegisterBenchmark(prefill.c_str(), bench_gdn_prefill, isa)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }

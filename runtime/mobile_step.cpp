@@ -52,7 +52,9 @@ Result<std::span<const float>> MobileStep::run(engine::ForwardPass& forward, eng
   engine::MoeFfn& moe = forward.moe_ffn();
   moe.set_token_experts_used(token_k_);
   moe.record_full_routing(weights != nullptr);
+  state.set_keep_undo(true);  // a row that falls back recomputes its token from the state before it
   auto little = forward.execute(batch.forward);
+  state.set_keep_undo(false);
   moe.set_token_experts_used({});
   if (!little) {
     moe.record_full_routing(false);

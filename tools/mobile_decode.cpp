@@ -19,7 +19,9 @@ Result<std::span<const float>> mobile_decode_step(engine::ForwardPass& forward, 
                                                   int64_t* little_tokens, int64_t* fallback_tokens) {
   if (little <= 0) return forward.execute(batch);
   forward.moe_ffn().set_experts_used_override(little);
+  state.set_keep_undo(true);  // a fallback recomputes the token from the state before it
   auto out = forward.execute(batch);
+  state.set_keep_undo(false);
   forward.moe_ffn().set_experts_used_override(0);
   if (!out) return out;
   if (!engine::mobile_falls_back(*out, gamma)) {
@@ -53,6 +55,7 @@ Result<MobileResult> mobile_generate(const engine::Model& model, kernels::Thread
   MobileResult r;
   auto step = [&](const int32_t* tokens, int32_t n, int64_t pos, int32_t experts) -> Result<std::vector<float>> {
     forward.moe_ffn().set_experts_used_override(experts);
+    state.set_keep_undo(experts > 0);  // a little step may fall back: keep the state before it
     engine::ForwardBatch batch;
     batch.add_sequence(tokens, n, pos, blocks);
     batch.sequences[0].state_slot = 0;

@@ -8,9 +8,9 @@
 //   -> per head RMSNorm(o; ssm_norm) * silu(z), fused into the output projection's prologue.
 //
 // State: a RecurrentState slot per sequence (BatchSequence::state_slot). plan_step begins a
-// step on every slot of the batch (the step reads the previous buffer and writes the other,
-// so one step can be rolled back); a sequence whose start_position is 0 starts from the zero
-// state whatever its slot holds.
+// step on every slot of the batch (in place, or into the slot's other buffer when the pool
+// keeps steps for undo); a sequence whose start_position is 0 starts from the zero state
+// whatever its slot holds.
 //
 // Thread contract: engine thread (inside ForwardPass::execute); work fans out on the pool.
 // Workspaces only grow (ensure_capacity).

@@ -64,8 +64,8 @@ void RecurrentState::prefault(int32_t slot) {
 
 void RecurrentState::begin_step(int32_t slot) {
   assert(slot >= 0 && slot < n_slots_);
-  current_[slot] ^= 1;
-  can_rollback_[slot] = 1;
+  if (keep_undo_) current_[slot] ^= 1;
+  can_rollback_[slot] = keep_undo_ ? 1 : 0;
 }
 
 bool RecurrentState::rollback(int32_t slot) {
@@ -115,7 +115,7 @@ void RecurrentState::restore(int32_t slot, const Snapshot& snapshot) {
 }
 
 const float* RecurrentState::step_input(int32_t slot, int32_t ordinal) const {
-  return buffer(slot, current_[slot] ^ 1) + layers_[ordinal].offset;
+  return buffer(slot, current_[slot] ^ can_rollback_[slot]) + layers_[ordinal].offset;
 }
 
 float* RecurrentState::step_output(int32_t slot, int32_t ordinal) {

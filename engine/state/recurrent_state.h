@@ -4,11 +4,14 @@
 //   ssm:  [value heads][dk][dv] the delta-rule state of each value head (row = key index).
 // Which sequence owns which slot is the scheduler's business (BatchSequence::state_slot).
 //
-// Double-buffered for one-step rollback: each slot has two buffers. begin_step(slot) makes
-// the current buffer the step's input and the other one its output; the forward reads the
-// input and writes the whole output (a step rewrites every value of the state). After the
-// step, rollback(slot) returns to the state before it, bit-exactly, until the next
-// begin_step (MoBiLE's fallback and speculative decoding drop the last token this way).
+// Double-buffered for one-step rollback: each slot has two buffers. A step that may be undone
+// (set_keep_undo(true): MoBiLE's little pass; speculative decoding would drop the last token
+// the same way) reads the current buffer and writes the whole other one (a step rewrites every
+// value of the state); rollback(slot) then returns to the state before it, bit-exactly, until
+// the next begin_step. Every other step updates the current buffer in place: the kernels read
+// each state value before they write it, and a decode step then moves two bytes of state per
+// byte instead of three (filling the other buffer makes the CPU read its lines before it writes
+// them: the Qwen3.5-0.8B decode recurrence 1.4-1.6x faster on cold states, bench/README.md).
 //
 // Thread contract: the engine thread owns it (the forward writes the output buffers of the
 // slots of its batch; no two sequences of a batch share a slot). Allocation is lazy (an
@@ -52,10 +55,15 @@ class RecurrentState {
   // Writes zeros over both buffers of the slot, so that their pages are mapped before a timed
   // step (benchmarks' warm-up); its current state is zero afterwards, no rollback.
   void prefault(int32_t slot);
+  // Whether the steps begun from now on keep the state before them for rollback() (double
+  // buffer) or update it in place (the default). Engine thread, between steps.
+  void set_keep_undo(bool keep) { keep_undo_ = keep; }
+  bool keep_undo() const { return keep_undo_; }
   // Starts a forward step of the slot's sequence (once per step, before any layer runs).
   void begin_step(int32_t slot);
   // Returns to the state before the last begin_step; false (nothing changed) when there
-  // is no step to undo (none yet, already rolled back, or reset / restore / copy since).
+  // is no step to undo (none yet, already rolled back, an in-place step, or reset / restore /
+  // copy since).
   bool rollback(int32_t slot);
   // dst's current state = src's (n > 1: sequences forked from one prompt); no rollback on dst.
   void copy(int32_t src, int32_t dst);
@@ -73,8 +81,9 @@ class RecurrentState {
   const CopyStats& copy_stats() const { return copy_stats_; }
 
   // During a step (after begin_step): layer `ordinal`'s state the step starts from and the
-  // buffer it writes: the (K - 1) x conv_dim conv rows at its start, the ssm state from
-  // conv_floats(ordinal) on (the conv rows rounded up to a 64-byte line).
+  // buffer it writes (the same one for an in-place step): the (K - 1) x conv_dim conv rows at
+  // its start, the ssm state from conv_floats(ordinal) on (the conv rows rounded up to a 64-byte
+  // line).
   const float* step_input(int32_t slot, int32_t ordinal) const;
   float* step_output(int32_t slot, int32_t ordinal);
   // The slot's current state of a layer (between steps: the state after the last step).
@@ -96,7 +105,8 @@ class RecurrentState {
   ZeroedPages allocation_;
   float* data_ = nullptr;  // allocation_'s: [n_slots][2][state_floats]
   std::vector<uint8_t> current_;         // per slot: which buffer holds the current state
-  std::vector<uint8_t> can_rollback_;    // per slot
+  std::vector<uint8_t> can_rollback_;    // per slot: the other buffer holds the state before the last step
+  bool keep_undo_ = false;
   mutable CopyStats copy_stats_;         // snapshot_into() is const
 };
 

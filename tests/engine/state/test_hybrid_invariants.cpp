@@ -2,8 +2,9 @@
 // F32 KV, so the comparison is about the recurrence and its state, not KV rounding):
 // - token-by-token decode = one-shot prefill = any chunk split = batched with other sequences
 //   (logits within 1e-5 of the largest |logit|);
-// - rollback of one step restores the state bit-exactly (and the next step then gives what it
-//   gives without the rolled-back step);
+// - rollback of one step kept for undo restores the state bit-exactly (and the next step then
+//   gives what it gives without the rolled-back step); in-place steps (the default) give the
+//   same bits as steps kept for undo and cannot be rolled back;
 // - snapshot -> restore (into another slot) -> continue = uninterrupted; copy likewise;
 // - errors as values: no state pool, a bad slot, a legacy `ssm_in` layout.
 #include <gtest/gtest.h>
@@ -152,7 +153,9 @@ TEST_F(HybridInvariants, RollbackOfOneStepRestoresTheStateBitExactly) {
   const RecurrentState::Snapshot before = state_->snapshot(0);
   std::vector<int32_t> wrong = kTokens;
   wrong[n] = 777;
+  state_->set_keep_undo(true);
   step(0, wrong, n, 1);  // a step we then drop
+  state_->set_keep_undo(false);
   EXPECT_NE(state_->snapshot(0).values, before.values);
   ASSERT_TRUE(state_->rollback(0));
   EXPECT_EQ(state_->snapshot(0).values, before.values);
@@ -163,6 +166,24 @@ TEST_F(HybridInvariants, RollbackOfOneStepRestoresTheStateBitExactly) {
       run_chunked(1, std::vector<int32_t>(kTokens.begin(), kTokens.begin() + n + 5), {n, 5});
   expect_close(continued, std::vector<float>(reference.begin() + size_t(n) * n_vocab_, reference.end()),
                "continued after rollback");
+}
+
+TEST_F(HybridInvariants, InPlaceStepsGiveTheBitsOfStepsKeptForUndo) {
+  // Slot 0 in place, slot 1 double-buffered, the same tokens in the same chunks (prefill
+  // chunks and single decode tokens): the same logits and states, bit for bit.
+  const std::vector<int32_t> chunks = {7, 1, 1, 5, 1, 2, 1};
+  int64_t pos = 0;
+  for (int32_t n : chunks) {
+    state_->set_keep_undo(false);
+    const std::vector<float> in_place = step(0, kTokens, pos, n);
+    state_->set_keep_undo(true);
+    const std::vector<float> kept = step(1, kTokens, pos, n);
+    state_->set_keep_undo(false);
+    ASSERT_EQ(in_place, kept) << "chunk of " << n << " at " << pos;
+    ASSERT_EQ(state_->snapshot(0).values, state_->snapshot(1).values) << "chunk of " << n << " at " << pos;
+    EXPECT_FALSE(state_->rollback(0)) << "an in-place step cannot be undone";
+    pos += n;
+  }
 }
 
 TEST_F(HybridInvariants, SnapshotRestoreContinueEqualsUninterrupted) {
@@ -203,6 +224,7 @@ TEST_F(HybridInvariants, StateSizeAndResetAndZeroStartAtPositionZero) {
 TEST_F(HybridInvariants, StateBuffersStartOnCacheLinesAndPrefaultZeroesBoth) {
   // Every layer's conv window and delta-rule state (so every head: 64 x 64 floats) of both
   // buffers of every slot start on a 64-byte line: the kernels' vector rows never split one.
+  state_->set_keep_undo(true);  // steps that swap the two buffers
   for (int32_t slot = 0; slot < state_->n_slots(); ++slot) {
     for (int pass = 0; pass < 2; ++pass) {  // the step's input and output buffers, then swapped
       state_->begin_step(slot);
