@@ -44,9 +44,14 @@ class DeltaNetMixer {
 
  private:
   void split_qkvz(const StepContext& ctx, const LayerSpec& spec);
-  void conv(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
-  void gates(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
-  void recurrence(const StepContext& ctx, const LayerSpec& spec);
+  const float* conv_taps(const LayerSpec& spec, const DeltaNetWeights& w);
+  // The conv, gates and recurrence of every sequence of the step, one pool task per (sequence,
+  // key head); the helpers below are one task's parts (pool threads, disjoint channels and heads).
+  void mix(const StepContext& ctx, const LayerSpec& spec, const DeltaNetWeights& w);
+  void conv(const LayerSpec& spec, const BatchSequence& seq, const float* taps, int64_t begin, int64_t end);
+  void normalise_qk(const LayerSpec& spec, const BatchSequence& seq, int32_t key_head);
+  void gates(const LayerSpec& spec, const DeltaNetWeights& w, const BatchSequence& seq, int32_t value_head);
+  void recurrence(const LayerSpec& spec, const BatchSequence& seq, int32_t value_head);
 
   // The longest conv kernel run (the GGUF loader's limit, hybrid_block.cpp): a token's window
   // rows are an array on the stack.
