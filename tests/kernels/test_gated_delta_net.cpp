@@ -115,11 +115,13 @@ TEST(GatedDeltaNet, SplittingTheTokensIntoCallsGivesTheSameBits) {
     SCOPED_TRACE(isa_name(isa));
     std::vector<float> whole_state(dk * dv), whole_out(n * dv);
     kernels_for(isa).gated_delta_net(args_for(p, p.state.data(), whole_state.data(), whole_out.data(), 0, n));
-    // 1 + 4 + 6 tokens, alternating between two state buffers, and in place.
+    // 1 + 4 + 1 + 5 tokens, alternating between two state buffers, then in place (a decode
+    // token, which has its own code path, and a chunk).
     std::vector<float> a(dk * dv), b(dk * dv), out(n * dv);
     kernels_for(isa).gated_delta_net(args_for(p, p.state.data(), a.data(), out.data(), 0, 1));
     kernels_for(isa).gated_delta_net(args_for(p, a.data(), b.data(), out.data(), 1, 4));
-    kernels_for(isa).gated_delta_net(args_for(p, b.data(), b.data(), out.data(), 5, 6));
+    kernels_for(isa).gated_delta_net(args_for(p, b.data(), b.data(), out.data(), 5, 1));
+    kernels_for(isa).gated_delta_net(args_for(p, b.data(), b.data(), out.data(), 6, 5));
     EXPECT_EQ(out, whole_out);
     EXPECT_EQ(b, whole_state);
   }
