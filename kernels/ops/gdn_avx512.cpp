@@ -17,7 +17,7 @@ namespace {
 // rows, dv floats apart, would put the slice's rows in few L1 sets (~10% of the kernel,
 // bench/README.md); state_out gets the last token's state. work null (one token, decode):
 // state_out itself, whose first pass then fetches its lines beside state_in's (writing it only
-// in the second pass, or with streaming stores, measured slower).
+// in the second pass, or with streaming stores, measured slower), unless it is state_in.
 // kRecompute (the prefill's): the first pass does not store the decayed state; the second
 // recomputes it (the same product, so the same bits): one store per state value and token
 // instead of two, the kernel's limit (1.17x; on AVX2 no gain measured, so not there).
@@ -87,6 +87,11 @@ void gated_delta_net_avx512(const GatedDeltaNetArgs& a) {
   float* work = a.n_tokens > 1 ? gdn_thread_work(size_t(a.dk) * 64) : nullptr;  // kCols <= 4
   int c = 0;
   if (work) {
+    for (; c + 64 <= a.dv; c += 64) gdn_columns<4, true>(a, c, work);
+    for (; c < a.dv; c += 16) gdn_columns<1, true>(a, c, work);
+  } else if (a.state_in == a.state_out) {
+    // In place: the first pass's stores would only dirty the lines the second pass rewrites
+    // (cold states, bench_kernels gdn_decode/avx512/0.8b/cold:in_place: ~5% faster without).
     for (; c + 64 <= a.dv; c += 64) gdn_columns<4, true>(a, c, work);
     for (; c < a.dv; c += 16) gdn_columns<1, true>(a, c, work);
   } else {
