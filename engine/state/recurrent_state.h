@@ -58,7 +58,6 @@ class RecurrentState {
   // Whether the steps begun from now on keep the state before them for rollback() (double
   // buffer) or update it in place (the default). Engine thread, between steps.
   void set_keep_undo(bool keep) { keep_undo_ = keep; }
-  bool keep_undo() const { return keep_undo_; }
   // Starts a forward step of the slot's sequence (once per step, before any layer runs).
   void begin_step(int32_t slot);
   // Returns to the state before the last begin_step; false (nothing changed) when there

@@ -17,7 +17,8 @@ namespace {
 // rows, dv floats apart, would put the slice's rows in few L1 sets (~10% of the kernel,
 // bench/README.md); state_out gets the last token's state. work null (one token, decode):
 // state_out itself, whose first pass then fetches its lines beside state_in's (writing it only
-// in the second pass, or with streaming stores, measured slower), unless it is state_in.
+// in the second pass, or with streaming stores, measured slower); in place (state_out ==
+// state_in) the first pass stores nothing (kRecompute), its lines being already fetched.
 // kRecompute (the prefill's): the first pass does not store the decayed state; the second
 // recomputes it (the same product, so the same bits): one store per state value and token
 // instead of two, the kernel's limit (1.17x; on AVX2 no gain measured, so not there).
