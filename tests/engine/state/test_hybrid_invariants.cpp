@@ -170,8 +170,9 @@ TEST_F(HybridInvariants, RollbackOfOneStepRestoresTheStateBitExactly) {
 
 TEST_F(HybridInvariants, InPlaceStepsGiveTheBitsOfStepsKeptForUndo) {
   // Slot 0 in place, slot 1 double-buffered, the same tokens in the same chunks (prefill
-  // chunks and single decode tokens): the same logits and states, bit for bit.
-  const std::vector<int32_t> chunks = {7, 1, 1, 5, 1, 2, 1};
+  // chunks, with and without the mixer's whole-row conv pass, and single decode tokens): the
+  // same logits and states, bit for bit.
+  const std::vector<int32_t> chunks = {9, 1, 1, 5, 1, 12, 2, 1};
   int64_t pos = 0;
   for (int32_t n : chunks) {
     state_->set_keep_undo(false);
