@@ -89,7 +89,9 @@ struct RowPrologue {
 
 // matmul of several weight matrices that share the input x (e.g. Q, K and V): ys[j] =
 // x W_j^T, with the activations quantized once and the work of all of them spread over the
-// pool in one pass (matrices of different types or widths run one after the other).
+// pool in one pass. Types whose dots read the same activation bytes share that pass (Q4_K
+// with Q6_K, any float type beside quantized ones at m = 1); otherwise (Q8_0 with Q4_0,
+// different widths) the matrices run one after the other.
 // scratch: the largest matmul_scratch_bytes of them. Each ys[j] is what matmul would give.
 // prologue (optional) produces the rows of x first.
 void matmul_multi(std::span<const WeightMatrix* const> ws, const float* x, int64_t m,

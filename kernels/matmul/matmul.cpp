@@ -436,6 +436,9 @@ void run_unit(const Context& c, const WeightMatrix& w, float* y, int64_t u) {
   }
 }
 
+// The Q8 activation groups' code offset (kernel_table.h, corr) for Q8_0 / Q4_0 weights.
+int32_t q8_code_offset(DType t) { return t == DType::Q8_0 ? 128 : 8; }
+
 // Runs the prologue on each of the m activation rows and quantizes them into scratch in the
 // format of weight type t (F32: several rows transposed in blocks of kFloatDotX, see
 // float_unit; one row is used as it is).
@@ -468,8 +471,7 @@ void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t
   auto quantize = [&](int64_t i) {
     if (prologue.fn) prologue.fn(prologue.ctx, i);
     if (format == ActivationFormat::Q8) {
-      const int32_t offset = t == DType::Q8_0 ? 128 : 8;
-      kt.quantize_q8(x + i * cols, cols, offset, xq + (i / kTileActs) * q8_group_bytes(cols),
+      kt.quantize_q8(x + i * cols, cols, q8_code_offset(t), xq + (i / kTileActs) * q8_group_bytes(cols),
                      static_cast<int>(i % kTileActs));
     } else {
       uint8_t* row = xq + i * q8_k_row_stride(cols);
@@ -491,6 +493,27 @@ void prepare_activations(const KernelTable& kt, DType t, const float* x, int64_t
   }
 }
 
+// Whether every matrix reads the same activation bytes, so one activation pass and one pool
+// call serve them all: the same width, and the same dot format (Q8 groups of the same code
+// offset; Q8_K rows, whichever K-quant; float rows transposed for m > 1), except that float
+// weights at m = 1 read x as it is and go with anything. *lead: the matrix whose format the
+// shared pass prepares.
+bool share_activations(std::span<const WeightMatrix* const> ws, int64_t m, const WeightMatrix** lead) {
+  *lead = ws[0];
+  bool found = false;
+  for (const WeightMatrix* w : ws) {
+    if (w->cols != ws[0]->cols) return false;
+    const ActivationFormat format = activation_format(w->type);
+    if (m == 1 && format == ActivationFormat::F32) continue;
+    if (!found) {
+      *lead = w, found = true;
+      continue;
+    }
+    if (format != activation_format((*lead)->type)) return false;
+    if (format == ActivationFormat::Q8 && q8_code_offset(w->type) != q8_code_offset((*lead)->type)) return false;
+  }
+  return true;
+}
 }  // namespace
 
 size_t matmul_scratch_bytes(const WeightMatrix& w, int64_t m) {
@@ -507,13 +530,12 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
                   std::span<float* const> ys, void* scratch, ThreadPool& pool, RowPrologue prologue) {
   assert(ws.size() == ys.size() && !ws.empty());
   if (m <= 0) return;
-  // One shared activation format: the same type and width. Otherwise one matrix at a time.
-  bool shared = ws.size() <= size_t(kMaxJobs);
+  const WeightMatrix* lead = nullptr;
+  const bool shared = ws.size() <= size_t(kMaxJobs) && share_activations(ws, m, &lead);
   int64_t work = 0;
   for (const WeightMatrix* w : ws) {
     assert(w->cols % block_elems(w->type) == 0);
     assert(w->layout == WeightLayout::Rows || has_tiled_layout(w->type, w->cols));
-    shared = shared && w->type == ws[0]->type && w->cols == ws[0]->cols;
     work += w->rows * w->cols * m;
   }
   if (!shared) {
@@ -522,8 +544,8 @@ void matmul_multi(const KernelTable& kt, std::span<const WeightMatrix* const> ws
     }
     return;
   }
-  const DType type = ws[0]->type;
-  const int64_t cols = ws[0]->cols;
+  const DType type = lead->type;
+  const int64_t cols = lead->cols;
   const bool serial = pool.size() == 1 || work < kSerialWorkLimit;
   auto* xq = static_cast<uint8_t*>(scratch);
   assert(scratch != nullptr || (activation_format(type) == ActivationFormat::F32 && m == 1));

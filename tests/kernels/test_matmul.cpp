@@ -679,17 +679,50 @@ TEST(Matmul, MultiGivesEachMatrixItsOwnMatmul) {
       }
     }
   }
-  // Matrices of different types run one after the other.
-  const TestMatrix q8 = random_matrix(DType::Q8_0, 32, 256, 5), k4 = random_matrix(DType::Q4_K, 8, 256, 6);
-  const std::vector<float> x = random_floats(3 * 256, 7);
-  std::vector<float> y8(3 * 32), y4(3 * 8);
-  const WeightMatrix w8 = q8.view(), w4 = k4.view();
-  const WeightMatrix* ws[] = {&w8, &w4};
-  float* ys[] = {y8.data(), y4.data()};
-  AlignedBuffer<uint8_t> scratch(std::max(matmul_scratch_bytes(w8, 3), matmul_scratch_bytes(w4, 3)));
-  matmul_multi(ws, x.data(), 3, ys, scratch.data(), pool);
-  expect_same_bits(y8, run_matmul(kernels_for(active_isa()), q8, x, 3, pool), "mixed q8_0");
-  expect_same_bits(y4, run_matmul(kernels_for(active_isa()), k4, x, 3, pool), "mixed q4_k");
+}
+
+// Any two types in one call: those that share their activations (Q4_K with Q6_K, a float
+// type beside a quantized one at m = 1) in one pass, the others one after the other; either
+// way each output is its own matmul's and the prologue runs once per row.
+TEST(Matmul, MultiOfMixedTypesGivesEachMatrixItsOwnMatmul) {
+  ThreadPool pool(2);
+  constexpr int64_t kCols = 512;
+  for (DType ta : kAllWeightTypes) {
+    for (DType tb : kAllWeightTypes) {
+      const TestMatrix a = random_matrix(ta, 160, kCols, 10), b = random_matrix(tb, 40, kCols, 11);
+      for (int64_t m : {1, 3}) {
+        const std::vector<float> source = random_floats(m * kCols, 12);
+        std::vector<float> doubled(source.size());
+        for (size_t k = 0; k < source.size(); ++k) doubled[k] = 2 * source[k];
+        for (Isa isa : supported_isas()) {
+          const KernelTable& kt = kernels_for(isa);
+          struct Ctx {
+            const float* source;
+            float* x;
+            std::vector<int> calls;
+          } ctx{source.data(), nullptr, std::vector<int>(size_t(m))};
+          std::vector<float> x(source.size(), NAN);
+          ctx.x = x.data();
+          auto double_row = [](void* p, int64_t i) {
+            auto* c = static_cast<Ctx*>(p);
+            for (int64_t k = 0; k < kCols; ++k) c->x[i * kCols + k] = 2 * c->source[i * kCols + k];
+            ++c->calls[size_t(i)];
+          };
+          std::vector<float> ya(size_t(m * a.rows), NAN), yb(size_t(m * b.rows), NAN);
+          const WeightMatrix wa = a.view(), wb = b.view();
+          const WeightMatrix* ws[] = {&wa, &wb};
+          float* ys[] = {ya.data(), yb.data()};
+          AlignedBuffer<uint8_t> scratch(std::max(matmul_scratch_bytes(wa, m), matmul_scratch_bytes(wb, m)) + 1);
+          matmul_multi(kt, ws, x.data(), m, ys, scratch.data(), pool, {double_row, &ctx});
+          const std::string what = isa_label(isa) + " " + std::string(dtype_name(ta)) + " + " +
+                                   std::string(dtype_name(tb)) + " m=" + std::to_string(m);
+          expect_same_bits(ya, run_matmul(kt, a, doubled, m, pool), what + " first");
+          expect_same_bits(yb, run_matmul(kt, b, doubled, m, pool), what + " second");
+          for (int calls : ctx.calls) ASSERT_EQ(calls, 1) << what;
+        }
+      }
+    }
+  }
 }
 
 TEST(Matmul, RowPrologueRunsOnceOnEveryRowBeforeItIsRead) {
