@@ -183,100 +183,138 @@ uint64_t read_thread_share(ReadLoop read, const uint8_t* data, size_t bytes, int
   return read(data + share * size_t(t), share);
 }
 
+// The matmul calls of one decode step, in the forward pass's order: each call one matmul_multi
+// over its matrices (`first` .. `first + count` of `matrices`), of one part of the step.
+enum StepPart { kStepQkv, kStepWo, kStepGateUp, kStepDown, kStepOutput, kStepParts };
+constexpr const char* kStepPartNames[kStepParts] = {"qkv", "wo", "gate_up", "down", "output"};
+struct StepCall {
+  StepPart part;
+  size_t first, count;
+};
 struct StepWeights {
   std::vector<std::unique_ptr<AlignedBytes>> store;
-  std::vector<WeightMatrix> layers;  // [layer][qkv, wo, gate, up, down]
-  WeightMatrix output{};
+  std::vector<WeightMatrix> matrices;
+  std::vector<StepCall> calls;
+  int64_t max_rows = 0, max_cols = 0;
 };
-constexpr int64_t kStepLayers = 22, kStepEmbd = 2048, kStepFf = 5632, kStepQkv = 2560, kStepVocab = 32000;
-constexpr int kStepMatrices = 5;
+// TinyLlama: 22 layers of qkv 2560x2048, wo 2048x2048, gate + up 2 x 5632x2048, down 2048x5632;
+// the 32000x2048 output (89 calls, 1.1 GB of Q8_0).
+// Qwen3.5-0.8B (make-demo-model --shape qwen35-0.8b): 24 layers, every 4th gated attention
+// (q + gate 4096, k 512, v 512 rows of 1024), the others Gated DeltaNet (qkv 6144, z 2048,
+// and F32 b 16, a 16 rows of 1024); every layer's wo 1024x2048, gate + up 2 x 3584x1024, down
+// 1024x3584; the 248320x1024 output (97 calls, 0.8 GB of Q8_0).
+enum class StepShape { TinyLlama, Qwen35_08b };
 
-// Built on first use, once per type (one thread quantizes ~0.9 G values). The weights are 64
-// random rows repeated (the GEMV's work does not depend on the values), retiled as the engine
-// keeps them.
-const StepWeights& step_weights(DType type) {
-  static std::map<DType, StepWeights> built;
-  StepWeights& sw = built[type];
-  if (!sw.layers.empty()) return sw;
-  auto matrix = [&](int64_t rows, int64_t cols) {
+// Built on first use, once per shape and type (one thread quantizes ~0.9 G values). The
+// weights are 64 random rows repeated (the GEMV's work does not depend on the values),
+// retiled as the engine keeps them.
+const StepWeights& step_weights(StepShape shape, DType type) {
+  static std::map<std::pair<StepShape, DType>, StepWeights> built;
+  StepWeights& sw = built[{shape, type}];
+  if (!sw.calls.empty()) return sw;
+  auto matrix = [&](int64_t rows, int64_t cols, DType type) {
     const int64_t rb = row_bytes(type, cols);
     sw.store.push_back(std::make_unique<AlignedBytes>(size_t(rb * rows)));
     uint8_t* data = sw.store.back()->data;
     const std::vector<float> values = random_floats(size_t(cols) * 64, uint32_t(rows + cols));
     for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + (r % 64) * cols, data + r * rb, cols);
-    std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
-    retile_in_place(type, data, rows, cols, scratch.data());
-    return WeightMatrix{type, data, rows, cols, WeightLayout::Tiled};
+    const bool tiled = has_tiled_layout(type, cols);
+    if (tiled) {
+      std::vector<uint8_t> scratch(retile_scratch_bytes(type, cols));
+      retile_in_place(type, data, rows, cols, scratch.data());
+    }
+    sw.matrices.push_back(WeightMatrix{type, data, rows, cols, tiled ? WeightLayout::Tiled : WeightLayout::Rows});
+    sw.max_rows = std::max(sw.max_rows, rows);
+    sw.max_cols = std::max(sw.max_cols, cols);
   };
-  const int64_t shapes[kStepMatrices][2] = {
-      {kStepQkv, kStepEmbd}, {kStepEmbd, kStepEmbd}, {kStepFf, kStepEmbd}, {kStepFf, kStepEmbd}, {kStepEmbd, kStepFf}};
-  for (int64_t l = 0; l < kStepLayers; ++l) {
-    for (const auto& shape : shapes) sw.layers.push_back(matrix(shape[0], shape[1]));
+  // Matrices of `type` but the delta-net's b and a projections, F32 as make-demo-model writes them.
+  auto call = [&](StepPart part, std::initializer_list<std::pair<int64_t, int64_t>> shapes) {
+    sw.calls.push_back({part, sw.matrices.size(), shapes.size()});
+    for (const auto& [rows, cols] : shapes) matrix(rows, cols, rows == 16 ? DType::F32 : type);
+  };
+  if (shape == StepShape::TinyLlama) {
+    for (int l = 0; l < 22; ++l) {
+      call(kStepQkv, {{2560, 2048}});
+      call(kStepWo, {{2048, 2048}});
+      call(kStepGateUp, {{5632, 2048}, {5632, 2048}});
+      call(kStepDown, {{2048, 5632}});
+    }
+    call(kStepOutput, {{32000, 2048}});
+  } else {
+    for (int l = 0; l < 24; ++l) {
+      if (l % 4 == 3) {
+        call(kStepQkv, {{4096, 1024}, {512, 1024}, {512, 1024}});
+      } else {
+        call(kStepQkv, {{6144, 1024}, {2048, 1024}, {16, 1024}, {16, 1024}});
+      }
+      call(kStepWo, {{1024, 2048}});
+      call(kStepGateUp, {{3584, 1024}, {3584, 1024}});
+      call(kStepDown, {{1024, 3584}});
+    }
+    call(kStepOutput, {{248320, 1024}});
   }
-  sw.output = matrix(kStepVocab, kStepEmbd);
   return sw;
 }
 
-void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
-  const StepWeights& sw = step_weights(type);
-  auto matrix_bytes = [&](const WeightMatrix* w) { return size_t(row_bytes(type, w->cols) * w->rows); };
-  double bytes = 0;
-  std::vector<const WeightMatrix*> all;
-  for (const WeightMatrix& w : sw.layers) all.push_back(&w);
-  all.push_back(&sw.output);
-  for (const WeightMatrix* w : all) bytes += double(matrix_bytes(w));
-  const std::vector<float> x = random_floats(size_t(kStepFf), 7);
-  std::vector<float> y0(kStepVocab), y1(kStepFf), y2(kStepFf);
-  AlignedBytes scratch(matmul_scratch_bytes(sw.layers[4], 1) + 64);
+void bench_decode_step(benchmark::State& state, StepShape shape, DType type, StepRead how) {
+  const StepWeights& sw = step_weights(shape, type);
+  auto matrix_bytes = [&](const WeightMatrix& w) { return size_t(row_bytes(w.type, w.cols) * w.rows); };
+  double bytes = 0, part_bytes[kStepParts] = {};
+  for (const StepCall& c : sw.calls) {
+    for (size_t i = c.first; i < c.first + c.count; ++i) {
+      bytes += double(matrix_bytes(sw.matrices[i]));
+      part_bytes[c.part] += double(matrix_bytes(sw.matrices[i]));
+    }
+  }
+  const std::vector<float> x = random_floats(size_t(sw.max_cols), 7);
+  std::vector<std::vector<float>> ys(4, std::vector<float>(size_t(sw.max_rows)));
+  size_t scratch_bytes = 0;
+  for (const WeightMatrix& w : sw.matrices) scratch_bytes = std::max(scratch_bytes, matmul_scratch_bytes(w, 1));
+  AlignedBytes scratch(scratch_bytes + 64);
   const KernelTable& kt = kernels_for(active_isa());
   const auto read = probe_loops(active_isa()).read_streams;
   const int threads = bench_pool().size();
   std::vector<uint64_t> sinks(static_cast<size_t>(threads));
   // Each thread reads its share of each matrix of ws, in turn (the unread tails: under 50 KB
   // of the step).
-  auto read_shares = [&](std::span<const WeightMatrix* const> ws) {
+  auto read_shares = [&](std::span<const WeightMatrix> ws) {
     bench_pool().run_on_all([&](int t) {
-      for (const WeightMatrix* w : ws) {
-        sinks[size_t(t)] ^= read_thread_share(read, static_cast<const uint8_t*>(w->data), matrix_bytes(w), t, threads);
+      for (const WeightMatrix& w : ws) {
+        sinks[size_t(t)] ^= read_thread_share(read, static_cast<const uint8_t*>(w.data), matrix_bytes(w), t, threads);
       }
     });
   };
-  // The matrices of one matmul call (gate and up together), as a GEMV or as a plain read.
-  auto step_call = [&](std::span<const WeightMatrix* const> ws, bool plain_read) {
-    if (plain_read) return read_shares(ws);
-    float* ys[] = {ws.size() == 1 ? y0.data() : y1.data(), y2.data()};
-    matmul_multi(kt, ws, x.data(), 1, std::span(ys, ws.size()), scratch.data, bench_pool());
-  };
-  auto step = [&](bool plain_read) {
-    for (int64_t l = 0; l < kStepLayers; ++l) {
-      const WeightMatrix* const* w = all.data() + l * kStepMatrices;
-      step_call(std::span(w, 1), plain_read);      // qkv
-      step_call(std::span(w + 1, 1), plain_read);  // wo
-      step_call(std::span(w + 2, 2), plain_read);  // gate, up
-      step_call(std::span(w + 4, 1), plain_read);  // down
+  // One call's matrices as a GEMV or as a plain read; seconds[part] += its wall time.
+  auto step_call = [&](const StepCall& c, bool plain_read, double* seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::span<const WeightMatrix> ws(sw.matrices.data() + c.first, c.count);
+    if (plain_read) {
+      read_shares(ws);
+    } else {
+      const WeightMatrix* wp[4];
+      float* yp[4];
+      for (size_t i = 0; i < c.count; ++i) wp[i] = &ws[i], yp[i] = ys[i].data();
+      matmul_multi(kt, std::span(wp, c.count), x.data(), 1, std::span(yp, c.count), scratch.data, bench_pool());
     }
-    step_call(std::span(&all.back(), 1), plain_read);
+    seconds[c.part] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  double matmul_seconds = 0, read_seconds = 0;  // MatmulOverRead's two halves
+  double matmul_seconds[kStepParts] = {}, read_seconds[kStepParts] = {};
+  auto step = [&](bool plain_read) {
+    for (const StepCall& c : sw.calls) step_call(c, plain_read, plain_read ? read_seconds : matmul_seconds);
+  };
   bool read_first = false;
   for (auto _ : state) {
     switch (how) {
-      case StepRead::ReadOnce: read_shares(all); break;
+      case StepRead::ReadOnce: read_shares(sw.matrices); break;
       case StepRead::Matmul: step(false); break;
       case StepRead::ReadPerMatmul: step(true); break;
-      case StepRead::MatmulOverRead: {
+      case StepRead::MatmulOverRead:
         // Which goes first alternates, so neither always follows the other.
-        for (bool plain_read : {read_first, !read_first}) {
-          const auto t0 = std::chrono::steady_clock::now();
-          step(plain_read);
-          (plain_read ? read_seconds : matmul_seconds) +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
+        for (bool plain_read : {read_first, !read_first}) step(plain_read);
         read_first = !read_first;
         break;
-      }
     }
-    benchmark::DoNotOptimize(y0.data());
+    benchmark::DoNotOptimize(ys[0].data());
     benchmark::DoNotOptimize(sinks.data());
     benchmark::ClobberMemory();
   }
@@ -285,9 +323,16 @@ void bench_decode_step(benchmark::State& state, DType type, StepRead how) {
     return;
   }
   const double steps = double(state.iterations());
-  state.counters["matmul_GB/s"] = bytes * steps / matmul_seconds / 1e9;
-  state.counters["read_GB/s"] = bytes * steps / read_seconds / 1e9;
-  state.counters["matmul/read"] = read_seconds / matmul_seconds;
+  double matmul_total = 0, read_total = 0;
+  for (int p = 0; p < kStepParts; ++p) {
+    matmul_total += matmul_seconds[p], read_total += read_seconds[p];
+    // Each part's GEMV over its plain read, side by side.
+    state.counters[std::string(kStepPartNames[p]) + "/read"] = read_seconds[p] / matmul_seconds[p];
+    state.counters[std::string(kStepPartNames[p]) + "_GB/s"] = part_bytes[p] * steps / matmul_seconds[p] / 1e9;
+  }
+  state.counters["matmul_GB/s"] = bytes * steps / matmul_total / 1e9;
+  state.counters["read_GB/s"] = bytes * steps / read_total / 1e9;
+  state.counters["matmul/read"] = read_total / matmul_total;
 }
 
 // One kv head's attention for n_tokens query tokens at the end of an n_ctx context, K laid
@@ -584,15 +629,17 @@ void register_all() {
   }
   // A decode step's matmuls without the model, and plain reads of the same bytes (the active
   // ISA only: the comparison is about the memory, not the ISAs).
-  for (DType type : {DType::Q8_0, DType::Q4_0}) {
-    for (const auto& [name, how] : {std::pair{"matmul", StepRead::Matmul},
-                                    std::pair{"read_per_matmul", StepRead::ReadPerMatmul},
-                                    std::pair{"read_once", StepRead::ReadOnce},
-                                    std::pair{"matmul_over_read", StepRead::MatmulOverRead}}) {
-      const std::string full = "decode_step/" + std::string(dtype_name(type)) + "/" + name;
-      benchmark::RegisterBenchmark(full.c_str(), bench_decode_step, type, how)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+  for (const auto& [shape, shape_name] : {std::pair{StepShape::TinyLlama, ""}, std::pair{StepShape::Qwen35_08b, "qwen35-0.8b/"}}) {
+    for (DType type : {DType::Q8_0, DType::Q4_0}) {
+      for (const auto& [name, how] : {std::pair{"matmul", StepRead::Matmul},
+                                      std::pair{"read_per_matmul", StepRead::ReadPerMatmul},
+                                      std::pair{"read_once", StepRead::ReadOnce},
+                                      std::pair{"matmul_over_read", StepRead::MatmulOverRead}}) {
+        const std::string full = "decode_step/" + std::string(shape_name) + std::string(dtype_name(type)) + "/" + name;
+        benchmark::RegisterBenchmark(full.c_str(), bench_decode_step, shape, type, how)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     }
   }
   // The GEMV of a narrower model: Qwen3.5-0.8B's delta-net input projection (qkv, z, b, a:
