@@ -17,10 +17,11 @@
 // quantize/q8_K, quantize/q8: one activation row into Q8_K blocks (5,632 values, a K-quant
 // matmul's prologue) or into its place in a group of Q8 blocks (2,048 values, Q8_0 / Q4_0),
 // in cache.
-// decode_step/*: a TinyLlama-shaped decode step's 89 GEMVs in a row, against plain reads of
-// the same 1.1 GB one pool call per matmul and in one call (what the kernels and the barriers
-// between matmuls cost; matmul_over_read: the first two side by side, their ratio; built on
-// first use, ~0.9 G values quantized on one thread per type).
+// decode_step/*: a TinyLlama-shaped decode step's 89 GEMVs in a row (decode_step/qwen35-0.8b/*:
+// a Qwen3.5-0.8B-shaped step's 97 matmul calls), against plain reads of the same bytes one pool
+// call per matmul and in one call (what the kernels and the barriers between matmuls cost;
+// matmul_over_read: the first two side by side, their ratio overall and per part of the step;
+// built on first use, ~0.9 G values quantized on one thread per shape and type).
 // issue/avx2/*: the instruction mixes' issue rates (bench_issue_rate.cpp; bench/batch_bound.py
 // sets them against the matmuls).
 #include <benchmark/benchmark.h>
