@@ -228,10 +228,15 @@ const StepWeights& step_weights(StepShape shape, DType type) {
     sw.max_rows = std::max(sw.max_rows, rows);
     sw.max_cols = std::max(sw.max_cols, cols);
   };
-  // Matrices of `type` but the delta-net's b and a projections, F32 as make-demo-model writes them.
-  auto call = [&](StepPart part, std::initializer_list<std::pair<int64_t, int64_t>> shapes) {
+  // A matrix of the call: of `type` unless f32 (the delta-net's b and a projections, F32 as
+  // make-demo-model writes them).
+  struct Shape {
+    int64_t rows, cols;
+    bool f32 = false;
+  };
+  auto call = [&](StepPart part, std::initializer_list<Shape> shapes) {
     sw.calls.push_back({part, sw.matrices.size(), shapes.size()});
-    for (const auto& [rows, cols] : shapes) matrix(rows, cols, rows == 16 ? DType::F32 : type);
+    for (const Shape& m : shapes) matrix(m.rows, m.cols, m.f32 ? DType::F32 : type);
   };
   if (shape == StepShape::TinyLlama) {
     for (int l = 0; l < 22; ++l) {
@@ -246,7 +251,7 @@ const StepWeights& step_weights(StepShape shape, DType type) {
       if (l % 4 == 3) {
         call(kStepQkv, {{4096, 1024}, {512, 1024}, {512, 1024}});
       } else {
-        call(kStepQkv, {{6144, 1024}, {2048, 1024}, {16, 1024}, {16, 1024}});
+        call(kStepQkv, {{6144, 1024}, {2048, 1024}, {16, 1024, true}, {16, 1024, true}});
       }
       call(kStepWo, {{1024, 2048}});
       call(kStepGateUp, {{3584, 1024}, {3584, 1024}});
