@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -70,7 +71,10 @@ WeightStreamer::WeightStreamer(std::vector<const DirectReader*> files, int32_t s
       slots_(std::max(slots, 1)) {
   options_.read_threads = std::max(options_.read_threads, 1);
   options_.chunk_bytes = std::max<uint64_t>(options_.chunk_bytes / kA * kA, kA);
-  for (Slot& s : slots_) s.buffer = AlignedBytes::allocate(slot_bytes_);
+  for (Slot& s : slots_) {
+    s.buffer = AlignedBytes::allocate(slot_bytes_);
+    std::memset(s.buffer.data.get(), 0, slot_bytes_);
+  }
   for (int32_t i = 0; i < options_.read_threads; ++i) readers_.emplace_back([this] { reader_loop(); });
 }
 

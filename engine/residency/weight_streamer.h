@@ -87,7 +87,11 @@ Status read_stream_unit(const std::vector<const DirectReader*>& files, const Str
 class WeightStreamer {
  public:
   // files: indexed by UnitRange::file_index; must outlive the streamer. slots >= 1 buffers of
-  // slot_bytes each are allocated up front. prepare: optional, see UnitPrepare.
+  // slot_bytes each are allocated and made resident (written once) up front: the first step
+  // fills every slot anyway, and memory the residency plan counts on must be the process's
+  // before it serves, not taken at the first step by whoever allocated in between (a cgroup
+  // peer that took that room made the first step an OOM kill). prepare: optional, see
+  // UnitPrepare.
   WeightStreamer(std::vector<const DirectReader*> files, int32_t slots, uint64_t slot_bytes,
                  UnitPrepare prepare = {}, StreamerOptions options = {});
   ~WeightStreamer();

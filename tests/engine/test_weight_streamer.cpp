@@ -323,5 +323,25 @@ TEST_P(WeightStreamerTest, BufferedReadsOnSeveralThreadsDeliverExactBytesAcrossU
 
 INSTANTIATE_TEST_SUITE_P(Slots, WeightStreamerTest, ::testing::Values(1, 2, 3, 5));
 
+int64_t resident_bytes_of_this_process() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0, resident_pages = 0;
+  statm >> size_pages >> resident_pages;
+  return resident_pages * sysconf(_SC_PAGESIZE);
+}
+
+// The residency plan counts the staging slots from the start: they are resident once the
+// streamer exists, not at the first step (where another process in the cgroup may have taken
+// the room meanwhile). Slots above glibc's largest mmap threshold (32 MiB), so that they are
+// fresh pages, not heap pages some earlier test already touched.
+TEST(WeightStreamerSlots, AreResidentOnceTheStreamerExists) {
+  constexpr uint64_t kSlotBytes = uint64_t{40} << 20;
+  constexpr int32_t kSlots = 2;
+  const int64_t before = resident_bytes_of_this_process();
+  WeightStreamer s({}, kSlots, kSlotBytes);
+  const int64_t grown = resident_bytes_of_this_process() - before;
+  EXPECT_GE(grown, int64_t{kSlots} * int64_t(kSlotBytes) * 9 / 10) << "resident growth " << (grown >> 20) << " MiB";
+}
+
 }  // namespace
 }  // namespace spillway::engine
