@@ -166,10 +166,8 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
   }
 
   setup.prefetch_depth = options.prefetch_depth;
-  auto weights = WeightResidency::create(model, setup.plan.resident, weight_options, progress);
-  if (!weights) return weights.error();
-  setup.weights = std::move(*weights);
-
+  // Before the weights are allocated: the measurement's 16 MiB buffer is not in the plan, and
+  // on top of the resident set it raised the start's high-water mark by as much.
   if (setup.plan.streamed_layers > 0 || setup.plan.expert_tier) {
     const std::string& file = model.source().files().front();
     const auto probe = std::max<uint64_t>(setup.plan.expert_tier ? 64ull << 20 : 0,
@@ -178,6 +176,9 @@ Result<ResidencySetup> set_up_residency(const Model& model, const ResidencyOptio
     if (!bandwidth) return bandwidth.error();
     setup.disk_bytes_per_second = *bandwidth;
   }
+  auto weights = WeightResidency::create(model, setup.plan.resident, weight_options, progress);
+  if (!weights) return weights.error();
+  setup.weights = std::move(*weights);
   return setup;
 }
 
