@@ -40,12 +40,17 @@ grep -E '^(memory:|residency budget|layers:)' "$err" || true
 grep -q '^measuring' "$err" || { echo "FAIL: bench did not start measuring"; tail -5 "$err"; exit 1; }
 
 # The other process: grows in 4 MiB steps (every 50 ms) while more than ~10 MiB would be
-# left above the cgroup's unreclaimable memory; once the room has run out, it goes on taking
-# room until the rest of the cgroup (spillway) has shrunk by 20 MiB (a shed: a layer is 22.5
-# MiB) and then holds what it has until the stop file appears. Taking every dip for ever
-# would not test shedding: once no layer is left to shed, any memory spillway frees for a
-# moment would be taken for good, ratcheting the cgroup into an OOM kill that no server could
-# avoid (seen in a 160-token run).
+# left above the cgroup's unreclaimable memory; once the room has run out, it watches the
+# rest of the cgroup (spillway) and, after seeing it shrink by 10 MiB from its highest (a
+# shed: a layer is 22.5 MiB), takes the room that freed as well, then holds what it has
+# until the stop file appears. Taking every dip for ever would not test shedding: once no
+# layer is left to shed, any memory spillway frees for a moment would be taken for good,
+# ratcheting the cgroup into an OOM kill that no server could avoid (seen in a 160-token
+# run). The shed is seen on every reading, before any room is taken: an earlier rule that
+# compared spillway's use after re-taking the room with its use when the room first ran out
+# (20 MiB less) missed the first shed whenever spillway grew by 2.5 MiB in between (ASan's
+# quarantine filling), took the second shed's room too and left a spillway with no layer to
+# shed an OOM kill (once in CI: the other process held 112 MiB where it holds 84).
 cgroup_run "$cgroup" python3 - "$cgroup" "$stop" <<'PY' &
 import os, sys, time
 cg, stop = sys.argv[1], sys.argv[2]
@@ -55,22 +60,33 @@ def room_and_used():
         os.path.join(cg, "memory.kmem.usage_in_bytes")) else 0
     used = int(s.get("total_rss", 0)) + int(s.get("total_shmem", 0)) + int(s.get("total_unevictable", 0)) + kmem
     return int(open(os.path.join(cg, "memory.limit_in_bytes")).read()) - used, used
+start = time.monotonic()
+def log(what):
+    print(f"other process, {time.monotonic() - start:.1f} s: {what}", file=sys.stderr, flush=True)
 held, step, margin = [], 4 << 20, 10 << 20
-others_when_full = None  # the cgroup's use besides what this process holds, when the room first ran out
+others_peak = None  # the highest use of the cgroup besides this process, since the room first ran out
+shed_seen = False
 holding = False
 while not os.path.exists(stop):
     room, used = room_and_used()
     others = used - len(held) * step
+    if others_peak is not None:
+        if not shed_seen and others < others_peak - (10 << 20):
+            shed_seen = True
+            log(f"saw a shed: the rest {others >> 20} MiB (highest {others_peak >> 20} MiB)")
+        others_peak = max(others_peak, others)
     if room > step + margin and not holding:
         b = bytearray(step)
         b[::4096] = b"\1" * len(b[::4096])
         held.append(b)
         time.sleep(0.05)
         continue
-    if others_when_full is None:
-        others_when_full = others
-    elif others < others_when_full - (20 << 20):
+    if others_peak is None:
+        others_peak = others
+        log(f"the room ran out: holding {len(held) * 4} MiB, the rest of the cgroup {others >> 20} MiB")
+    elif shed_seen and not holding:
         holding = True
+        log(f"holding {len(held) * 4} MiB from now on")
     time.sleep(0.05)
 print(f"the other process held {len(held) * 4} MiB", file=sys.stderr)
 PY
