@@ -30,7 +30,8 @@ kernels::DType kv_cache_type(const engine::ModelConfig& config) {
 
 namespace {
 // Default caps on the recurrent-state memory (like the KV cache's default 1 GiB): the live
-// slots (double-buffered) and the prefix cache's snapshots.
+// slots (double-buffered for MoE hybrids: RecurrentState::undo_for) and the prefix cache's
+// snapshots.
 constexpr int64_t kDefaultStateSlotBytes = int64_t{1} << 30;
 constexpr int64_t kDefaultSnapshotBytes = int64_t{256} << 20;
 }  // namespace
@@ -60,7 +61,7 @@ class EngineRunner final : public ModelRunner {
         between_steps_(std::move(options.between_steps)),
         max_context_(config.max_context),
         kv_(cfg_, config.block_size, resolve_kv_blocks(config), kv_cache_type(cfg_)),
-        state_(cfg_, resolve_state_slots(config, cfg_)),
+        state_(cfg_, resolve_state_slots(config, cfg_), engine::RecurrentState::undo_for(cfg_)),
         forward_(model, kv_, pool, config.max_batch_tokens, config.max_context, options.weights),
         plans_(config.max_batch_tokens),
         pad_(config.pad_step_buckets && state_.n_layers() == 0),

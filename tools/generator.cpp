@@ -25,7 +25,7 @@ Generator::Generator(const Model& model, kernels::ThreadPool& pool, int32_t max_
       max_context_(max_context),
       kv_(model.config(), block_size,
           (max_context + block_size - 1) / block_size),
-      state_(model.config(), 1),
+      state_(model.config(), 1, engine::RecurrentState::undo_for(model.config())),
       forward_(model, kv_, pool, 512, max_context, weights) {
   forward_.set_recurrent_state(&state_);
   block_table_.resize(kv_.n_blocks());

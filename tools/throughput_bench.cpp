@@ -56,7 +56,7 @@ Result<ThroughputResult> measure_throughput(const Model& model, LayerWeightSourc
   const int32_t blocks_per_seq = (context + kBlock - 1) / kBlock;
   KvCache kv(c, kBlock, blocks_per_seq * batch);
   ForwardPass forward(model, kv, pool, std::max(o.prompt_tokens, batch), context, weights);
-  RecurrentState state(c, batch);  // hybrid models: one recurrent-state slot per sequence
+  RecurrentState state(c, batch, RecurrentState::undo_for(c));  // hybrid models: a recurrent-state slot per sequence
   forward.set_recurrent_state(&state);
 
   ThroughputResult r;

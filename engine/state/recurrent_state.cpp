@@ -1,5 +1,6 @@
 #include "engine/state/recurrent_state.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cstdint>
@@ -32,14 +33,21 @@ int64_t RecurrentState::state_bytes(const ModelConfig& config) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-RecurrentState::RecurrentState(const ModelConfig& config, int32_t n_slots) : n_slots_(n_slots) {
+RecurrentState::Undo RecurrentState::undo_for(const ModelConfig& config) {
+  const bool moe = std::any_of(config.layers.begin(), config.layers.end(),
+                               [](const LayerSpec& s) { return s.ffn == FfnKind::Moe; });
+  return moe ? Undo::kOneStep : Undo::kNone;
+}
+
+RecurrentState::RecurrentState(const ModelConfig& config, int32_t n_slots, Undo undo)
+    : n_slots_(n_slots), buffers_(undo == Undo::kOneStep ? 2 : 1) {
   for (const LayerSpec& s : config.layers) {
     if (s.mixer != MixerKind::GatedDeltaNet) continue;
     assert(s.recurrent_ordinal == static_cast<int32_t>(layers_.size()));
     layers_.push_back({state_floats_, layer_conv_floats(s)});
     state_floats_ += layer_conv_floats(s) + layer_ssm_floats(s);
   }
-  const size_t total = static_cast<size_t>(state_floats_) * 2 * static_cast<size_t>(n_slots);
+  const size_t total = static_cast<size_t>(state_floats_) * buffers_ * static_cast<size_t>(n_slots);
   // Zero pages from the kernel, page-aligned (so 64-byte aligned: glibc's large blocks sat 16
   // bytes into a page, which split every vector load and store of the recurrence across two
   // cache lines; a 64-token prefill recurrence of one 128 x 128 head took ~33 us longer, of
@@ -58,8 +66,13 @@ void RecurrentState::reset(int32_t slot) {
 
 void RecurrentState::prefault(int32_t slot) {
   assert(slot >= 0 && slot < n_slots_);
-  std::memset(buffer(slot, 0), 0, size_t(state_floats_) * 2 * sizeof(float));  // the slot's two buffers are adjacent
+  std::memset(buffer(slot, 0), 0, size_t(state_floats_) * buffers_ * sizeof(float));  // a slot's buffers are adjacent
   can_rollback_[slot] = 0;
+}
+
+void RecurrentState::set_keep_undo(bool keep) {
+  assert(!keep || buffers_ == 2);
+  keep_undo_ = keep && buffers_ == 2;
 }
 
 void RecurrentState::begin_step(int32_t slot) {

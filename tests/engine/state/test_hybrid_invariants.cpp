@@ -247,6 +247,36 @@ TEST_F(HybridInvariants, StateBuffersStartOnCacheLinesAndPrefaultZeroesBoth) {
   for (float v : state_->snapshot(0).values) ASSERT_EQ(v, 0.0f) << "the other buffer is zero too";
 }
 
+// What the server makes for a dense hybrid (nothing rolls its steps back): one buffer a slot,
+// half the memory, the same logits bit for bit as the double-buffered pool (in-place steps
+// both). A MoE hybrid's slots keep two (MoBiLE's little pass may be undone).
+TEST_F(HybridInvariants, ADenseHybridsSlotsHoldOneBufferAndGiveTheSameLogits) {
+  const ModelConfig& c = model_->config();
+  ASSERT_EQ(RecurrentState::undo_for(c), RecurrentState::Undo::kNone);
+  EXPECT_EQ(RecurrentState::slot_bytes(c), RecurrentState::state_bytes(c));
+  const std::vector<float> double_buffered = run_chunked(0, kTokens, {5, 1});
+
+  RecurrentState single(c, kSlots, RecurrentState::undo_for(c));
+  EXPECT_EQ(single.undo(), RecurrentState::Undo::kNone);
+  for (int32_t slot = 1; slot < kSlots; ++slot) {
+    EXPECT_EQ(single.current(slot, 0) - single.current(slot - 1, 0), single.state_floats()) << "slot " << slot;
+  }
+  forward_->set_recurrent_state(&single);
+  const std::vector<float> one_buffer = run_chunked(0, kTokens, {5, 1});
+  single.begin_step(0);
+  EXPECT_EQ(single.step_input(0, 0), single.step_output(0, 0)) << "a step updates the state in place";
+  EXPECT_FALSE(single.rollback(0));
+  forward_->set_recurrent_state(state_.get());
+  EXPECT_EQ(one_buffer, double_buffered);
+
+  auto moe = Model::open(spillway::test_paths::testdata() + "/models/qwen35moe-tiny-peaked-q8_0.gguf");
+  ASSERT_TRUE(moe.ok()) << moe.error().message;
+  const ModelConfig& mc = (*moe)->config();
+  EXPECT_EQ(RecurrentState::undo_for(mc), RecurrentState::Undo::kOneStep);
+  EXPECT_EQ(RecurrentState::slot_bytes(mc), 2 * RecurrentState::state_bytes(mc));
+  EXPECT_GT(RecurrentState::state_bytes(mc), 0);
+}
+
 TEST_F(HybridInvariants, ForwardErrorsAreValues) {
   ForwardBatch batch;
   batch.add_sequence(kTokens.data(), 3, 0, blocks(0));
