@@ -90,7 +90,7 @@ class WeightStreamer {
   // slot_bytes each are allocated and made resident (written once) up front: the first step
   // fills every slot anyway, and memory the residency plan counts on must be the process's
   // before it serves, not taken at the first step by whoever allocated in between (a cgroup
-  // peer that took that room made the first step an OOM kill). prepare: optional, see
+  // peer that took that room would make the first step an OOM kill). prepare: optional, see
   // UnitPrepare.
   WeightStreamer(std::vector<const DirectReader*> files, int32_t slots, uint64_t slot_bytes,
                  UnitPrepare prepare = {}, StreamerOptions options = {});

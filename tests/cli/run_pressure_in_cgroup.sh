@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real pressure still sheds (issue #21): while `spillway bench --memory-budget auto` decodes
 # a model ~2x its cgroup's limit, another process in the same cgroup allocates (and touches)
-# memory until only ~10 MiB is left above what the kernel cannot reclaim, then takes the room
-# the first shed frees as well. The controller must shed resident layers and the run must
+# memory until only ~10 MiB is left above what the kernel cannot reclaim, then most of the
+# room the first shed frees as well. The controller must shed resident layers and the run must
 # finish without an OOM kill. Skipped (exit 77) where memory cgroups (v1) are not writable.
 # Usage: run_pressure_in_cgroup.sh SPILLWAY_BINARY WORK_DIR
 set -euo pipefail
